@@ -1,0 +1,51 @@
+"""``run`` and ``explain``: validate, look the table up (or build it), one driver call."""
+import numpy as np
+
+from . import executor, ops
+from .errors import ArgumentError
+
+_EXECUTORS = {"plane": (executor.run_plane, executor.explain_plane)}
+
+
+def register_executor(name, run, explain):
+    _EXECUTORS[name] = (run, explain)
+
+
+def run(op, *arrays, out=None, **attrs):
+    """Run ``op`` on NumPy arrays of any shape; returns ``out`` (allocated when None).
+
+    No compilation happens here once the op family's kernels are loaded; the parameter
+    table comes from the bucketed cache or is built by the combination algorithm.
+    """
+    spec = ops.get(op)
+    launch = spec.prepare(arrays, out, attrs)
+    result = _EXECUTORS[spec.executor][0](launch)
+    if launch.finalize is not None:
+        result = launch.finalize(result)
+    return result
+
+
+def explain(op, *arrays_or_shapes, dtype="float32", **attrs):
+    """The ParamTable the call would use (None for an empty result). Shapes (tuples) stand
+    for C-contiguous arrays of ``dtype``; nothing is computed and no memory is touched."""
+    spec = ops.get(op)
+    arrays = [_placeholder(a, dtype) if isinstance(a, (tuple, list)) else a
+              for a in arrays_or_shapes]
+    launch = spec.prepare(arrays, None, attrs)
+    return _EXECUTORS[spec.executor][1](launch)
+
+
+def _placeholder(shape, dtype):
+    try:
+        shape = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"a shape must be a tuple of integers, got {shape!r}") from None
+    if any(s < 0 for s in shape):
+        raise ArgumentError(f"negative dimension in shape {shape}")
+    dt = np.dtype(dtype)
+    strides = []
+    acc = dt.itemsize
+    for s in reversed(shape):
+        strides.insert(0, acc)
+        acc *= max(s, 1)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dt), shape, strides, writeable=False)

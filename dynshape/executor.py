@@ -1,0 +1,113 @@
+"""Plane executor: layout -> cached table -> ONE compiled driver call per operator.
+
+Used by every family whose iteration space is the output's shape (elementwise, copy).
+"""
+import numpy as np
+from dynshape_kernels import drivers
+from dynshape_kernels.catalog import CATALOG
+from dynshape_kernels.tail_mode import TailMode
+
+from . import config
+from .bucket import bucket
+from .combination import Tiling
+from .layout import broadcast_strides, check_outer, element_strides, flat_view, plane
+from .param_table import ParamTable
+
+TARGET = "cpu"
+_ALL_MODES = frozenset(TailMode)
+_NO_OVERLAP = frozenset(TailMode) - {TailMode.OVERLAP}
+
+
+def _plane_of(launch):
+    out = launch.out
+    shape = out.shape
+    ostr = element_strides(out)
+    strides = [ostr]
+    for a in launch.inputs:
+        strides.append(broadcast_strides(shape, a.shape, element_strides(a)))
+    p = plane(shape, strides)
+    check_outer(p)
+    return p
+
+
+def table_key(launch, p):
+    fam = CATALOG.families[launch.family]
+    (q0, q1), w = fam.quanta, min(t[2] for t in fam.tiles if t[1] > t[2])
+    return (launch.op, launch.table_attrs, launch.dtype, TARGET, p.layout_class(),
+            bucket(p.m, q0), bucket(p.n, q1, w), launch.overlap_ok)
+
+
+def _tiling(launch, p, key):
+    modes = _ALL_MODES if launch.overlap_ok else _NO_OVERLAP
+    strided = any(abs(st[-1]) > 1 for st in p.strides)
+    n_outer = int(np.prod(p.outer)) if p.outer else 1
+    return Tiling(CATALOG, launch.family, launch.op, launch.dtype, (key[5], key[6]),
+                  (p.m, p.n), n_outer, strided, modes)
+
+
+def build_table(launch, p, key, variant):
+    tiling = _tiling(launch, p, key)
+    comb = tiling.simplified() if variant == "simplified" else tiling.optimized()
+    t = ParamTable(launch.family, launch.op, launch.dtype, TARGET, CATALOG.hash,
+                   (key[5], key[6]), comb.entries, np.zeros(0, np.int64),
+                   1 + len(launch.inputs), CATALOG.family_base(launch.family, launch.dtype),
+                   CATALOG.families[launch.family].op_base, comb.variant, comb.cost,
+                   comb.description, (p.m, p.n))
+    t.common = t.bind(p, [0] * t.n_operands)
+    t.common.flags.writeable = False
+    return t
+
+
+def lookup(launch, p):
+    key = table_key(launch, p)
+    cache = config.cache
+    table = cache.get(key)
+    if table is None:
+        policy = config.policy
+        if policy == "optimized":
+            table = build_table(launch, p, key, "optimized")
+        else:
+            table = build_table(launch, p, key, "simplified")
+            if policy == "background":
+                cache.put(key, table)
+                cache.optimize_later(key, lambda: build_table(launch, p, key, "optimized"))
+                return table
+        cache.put(key, table)
+    return table
+
+
+def _contiguous_operand(a):
+    """Inputs whose byte strides are not whole elements are copied (rare: packed records)."""
+    return a if element_strides(a) is not None else np.ascontiguousarray(a)
+
+
+def run_plane(launch):
+    out = launch.out
+    if out.size == 0:
+        return launch.result
+    if element_strides(out) is None:
+        tmp = np.empty(out.shape, out.dtype)
+        orig, launch.out = out, tmp
+        run_plane(launch)
+        np.copyto(orig, tmp)
+        return launch.result
+    launch.inputs = [_contiguous_operand(a) for a in launch.inputs]
+    p = _plane_of(launch)
+    table = lookup(launch, p)
+    obuf, ooff = flat_view(launch.out)
+    ins = [flat_view(a) for a in launch.inputs]
+    common = table.bind(p, [ooff] + [off for _, off in ins])
+    driver = drivers.get(launch.family, launch.dtype)
+    args = [b for b, _ in ins] + [obuf, common, table.entries]
+    if launch.fattrs is not None:
+        args.append(launch.fattrs)
+    driver(*args)
+    config.counters["driver_calls"] += 1
+    return launch.result
+
+
+def explain_plane(launch):
+    if launch.out.size == 0:
+        return None
+    p = _plane_of(launch)
+    return lookup(launch, p)

@@ -1,0 +1,112 @@
+"""Operand layout: broadcasting, dimension coalescing and flat buffers with element strides.
+
+Every operand reaches a driver as a 1-D buffer spanning its memory plus, per dimension, a
+stride in elements (zero for broadcast dimensions, negative for reversed ones): no operand is
+copied to make it contiguous. Dimensions are coalesced when every operand allows it, and the
+result is split into outer (batch) dimensions and an inner plane of rows x columns.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+from dynshape_kernels.common_area import MAX_OUTER, MAX_RANK
+
+from .errors import ShapeError
+
+
+def element_strides(a):
+    """Strides of ``a`` in elements, or None when a byte stride is not a multiple of the item size."""
+    isz = a.itemsize
+    st = a.strides
+    if any(s % isz for s in st):
+        return None
+    return tuple(s // isz for s in st)
+
+
+def broadcast_strides(shape, a_shape, a_strides):
+    """Element strides of an operand of shape ``a_shape`` broadcast to ``shape``."""
+    pad = len(shape) - len(a_shape)
+    out = [0] * pad
+    for n_out, n_a, s in zip(shape[pad:], a_shape, a_strides):
+        out.append(0 if n_a == 1 and n_out != 1 else s)
+    return out
+
+
+def coalesce(shape, strides_list):
+    """Drop size-1 dimensions and merge neighbours that every operand can walk as one.
+
+    Returns (shape, strides_list) of the smallest equivalent rank (0 for a single element).
+    """
+    dims = [i for i, n in enumerate(shape) if n != 1]
+    cshape = []
+    cstr = [[] for _ in strides_list]
+    for i in dims:
+        n = shape[i]
+        if cshape and all(cs[-1] == st[i] * n for cs, st in zip(cstr, strides_list)):
+            cshape[-1] *= n
+            for cs, st in zip(cstr, strides_list):
+                cs[-1] = st[i]
+        else:
+            cshape.append(n)
+            for cs, st in zip(cstr, strides_list):
+                cs.append(st[i])
+    return cshape, cstr
+
+
+@dataclass(frozen=True)
+class Plane:
+    """A coalesced iteration space: outer dims replicated, inner plane rows x columns."""
+    outer: tuple          # outer shape
+    m: int                # rows of the inner plane
+    n: int                # columns of the inner plane
+    strides: tuple        # per operand: (outer strides..., row stride, column stride)
+    rank: int             # coalesced rank before padding to a plane
+
+    def layout_class(self):
+        """What the tiling choice depends on besides sizes: rank and stride kinds per operand."""
+        kinds = tuple((st[-1] == 1, st[-1] == 0, st[-2] == 0, abs(st[-2]) == 1)
+                      for st in self.strides)
+        return (min(self.rank, 3), kinds)
+
+
+def plane(shape, strides_list):
+    """Coalesce and split into outer dims and an inner (rows, columns) plane."""
+    cshape, cstr = coalesce(shape, strides_list)
+    rank = len(cshape)
+    if rank > MAX_RANK:
+        raise ShapeError(
+            f"after merging contiguous dimensions the iteration space still has rank {rank}; "
+            f"at most {MAX_RANK} non-mergeable dimensions are supported")
+    while len(cshape) < 2:
+        cshape.insert(0, 1)
+        for cs in cstr:
+            cs.insert(0, 0)
+    return Plane(tuple(cshape[:-2]), cshape[-2], cshape[-1],
+                 tuple(tuple(cs) for cs in cstr), rank)
+
+
+def flat_view(a):
+    """(1-D buffer over a's memory span, element offset of a[0, ..., 0]) without copying.
+
+    ``a`` must be non-empty with strides that are multiples of its item size.
+    """
+    if a.flags.c_contiguous:
+        return a.reshape(-1), 0
+    st = element_strides(a)
+    lo = sum(s * (n - 1) for s, n in zip(st, a.shape) if s < 0)
+    hi = sum(s * (n - 1) for s, n in zip(st, a.shape) if s > 0)
+    flip = tuple(slice(None, None, -1) if s < 0 else slice(None) for s in st)
+    start = a[flip]
+    buf = np.lib.stride_tricks.as_strided(start, shape=(hi - lo + 1,), strides=(a.itemsize,),
+                                          writeable=a.flags.writeable)
+    return buf, -lo
+
+
+def same_view(a, b):
+    """True when a and b are the same elements in the same layout (exact in-place aliasing)."""
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+            and a.shape == b.shape and a.strides == b.strides)
+
+
+def check_outer(p):
+    if len(p.outer) > MAX_OUTER:
+        raise ShapeError(f"too many outer dimensions: {len(p.outer)} > {MAX_OUTER}")

@@ -1,0 +1,100 @@
+"""Op specs: validate inputs, infer output shape and dtype, and describe the launch.
+
+Each op registers an :class:`OpSpec`; ``prepare`` turns user arguments into a
+:class:`Launch` that an executor runs through a family driver.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import DtypeError, OpAttributeError, ShapeError, UnknownOpError
+
+_REGISTRY = {}
+
+
+@dataclass
+class Launch:
+    """One driver call: output view, input views (already broadcast-compatible), attributes."""
+    family: str
+    op: str
+    dtype: str
+    out: np.ndarray
+    inputs: list
+    result: object
+    fattrs: np.ndarray = None
+    overlap_ok: bool = True
+    table_attrs: tuple = ()
+    finalize: object = None
+    extra: dict = field(default_factory=dict)
+
+
+class OpSpec:
+    """Base of op specs: name, family, accepted dtypes, attribute schema (name -> default)."""
+    name = None
+    family = None
+    executor = "plane"
+    attrs = {}
+
+    def __init__(self, name):
+        self.name = name
+
+    def check_attrs(self, attrs):
+        unknown = set(attrs) - set(self.attrs)
+        if unknown:
+            accepted = ", ".join(sorted(self.attrs)) or "none"
+            raise OpAttributeError(f"{self.name}: unknown attribute(s) "
+                                   f"{', '.join(sorted(unknown))}; accepted: {accepted}")
+        merged = dict(self.attrs)
+        merged.update(attrs)
+        return merged
+
+    def prepare(self, inputs, out, attrs):
+        raise NotImplementedError
+
+
+def register(spec):
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def get(name):
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise UnknownOpError(f"unknown op {name!r}; known ops: {', '.join(known())}") from None
+
+
+def known():
+    return sorted(_REGISTRY)
+
+
+def as_array(x, what):
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__cuda_array_interface__"):
+        raise DtypeError(f"{what}: CUDA arrays need the cuda target, which this build lacks")
+    try:
+        return np.asarray(x)
+    except Exception as exc:
+        raise DtypeError(f"{what}: cannot be read as an array ({exc})") from None
+
+
+def check_out(out, shape, dtype, op):
+    if not isinstance(out, np.ndarray):
+        raise DtypeError(f"{op}: out must be a NumPy array, got {type(out).__name__}")
+    if out.shape != tuple(shape):
+        raise ShapeError(f"{op}: out has shape {out.shape}, the result has shape {tuple(shape)}")
+    if out.dtype != dtype:
+        raise DtypeError(f"{op}: out has dtype {out.dtype}, the result has dtype {dtype}")
+    if not out.flags.writeable:
+        raise ValueError(f"{op}: out is read-only")
+    return out
+
+
+def normalize_axis(axis, ndim, op):
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise OpAttributeError(f"{op}: axis must be an integer, got {axis!r}")
+    if not -ndim <= axis < max(ndim, 1):
+        raise OpAttributeError(f"{op}: axis {axis} is out of range for an input of rank {ndim} "
+                               f"(accepted: {-ndim}..{ndim - 1})")
+    return int(axis) % max(ndim, 1)

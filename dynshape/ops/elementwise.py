@@ -1,0 +1,179 @@
+"""Elementwise op specs: unary ops, binary ops with NumPy broadcasting, copy and transpose.
+
+Output dtypes follow NumPy: transcendental ops on integer inputs give float64 (the input is
+converted first), ``div`` on integers gives float64, mixed binary dtypes promote with
+``np.result_type`` (Python scalars are weak, NEP 50).
+"""
+import numpy as np
+from dynshape_kernels.cpu.scalar_ops import FLOAT_ONLY_UNARY
+
+from ..errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
+from ..layout import same_view
+from . import Launch, OpSpec, as_array, check_out, register
+
+DTYPES = ("float32", "float64", "int32", "int64")
+FLOAT_DTYPES = ("float32", "float64")
+
+
+def _check_dtype(op, dtype, accepted=DTYPES):
+    if dtype.name not in accepted:
+        raise DtypeError(f"{op}: dtype {dtype} is not supported; accepted: {', '.join(accepted)}")
+
+
+def _arity(op, inputs, n):
+    if len(inputs) != n:
+        raise ArgumentError(f"{op} takes {n} input array{'s' if n > 1 else ''}, "
+                            f"got {len(inputs)}")
+
+
+def _output(op, out, shape, dtype):
+    if out is None:
+        return np.empty(shape, dtype=dtype)
+    return check_out(out, shape, dtype, op)
+
+
+def _unalias(out, inp):
+    """(input to read, whether the output is the very same view).
+
+    A partial overlap between out and an input is resolved like NumPy does: the input is
+    copied first. An exact alias is computed in place (each element is read before it is
+    written) but forbids OVERLAP tails.
+    """
+    if out is inp or (np.may_share_memory(out, inp) and same_view(out, inp)):
+        return inp, True
+    if np.may_share_memory(out, inp):
+        return inp.copy(), False
+    return inp, False
+
+
+def _number(op, name, v):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer,
+                                                             np.floating)):
+        raise OpAttributeError(f"{op}: {name} must be a real number, got {v!r}")
+    return float(v)
+
+
+class UnarySpec(OpSpec):
+    family = "unary"
+
+    def __init__(self, name, attrs=None, accepted=DTYPES):
+        super().__init__(name)
+        self.attrs = attrs or {}
+        self.accepted = accepted
+
+    def kernel_op(self, attrs):
+        if self.name == "gelu":
+            approx = attrs["approximate"]
+            if approx not in ("none", "tanh"):
+                raise OpAttributeError(f"gelu: approximate must be 'none' or 'tanh', "
+                                       f"got {approx!r}")
+            return "gelu" if approx == "none" else "gelu_tanh"
+        return self.name
+
+    def fattrs(self, attrs, dtype):
+        if self.name == "leaky_relu":
+            return np.array([_number(self.name, "alpha", attrs["alpha"]), 0.0])
+        if self.name == "clip":
+            lo, hi = attrs["min"], attrs["max"]
+            if dtype.kind == "f":
+                lo = -np.inf if lo is None else _number("clip", "min", lo)
+                hi = np.inf if hi is None else _number("clip", "max", hi)
+                return np.array([lo, hi])
+            info = np.iinfo(dtype)
+            bounds = []
+            for name, v, default in (("min", lo, info.min), ("max", hi, info.max)):
+                if v is None:
+                    bounds.append(float(default))
+                    continue
+                v = _number("clip", name, v)
+                if not float(v).is_integer():
+                    raise OpAttributeError(f"clip: {name}={v} is not an integer, which an "
+                                           f"{dtype} input needs")
+                bounds.append(float(min(max(v, info.min), info.max)))
+            return np.array(bounds)
+        return np.zeros(2)
+
+    def prepare(self, inputs, out, attrs):
+        _arity(self.name, inputs, 1)
+        attrs = self.check_attrs(attrs)
+        x = as_array(inputs[0], f"{self.name} input")
+        _check_dtype(self.name, x.dtype, self.accepted)
+        op = self.kernel_op(attrs)
+        if op in FLOAT_ONLY_UNARY and x.dtype.kind != "f":
+            x = x.astype(np.float64)
+        out = _output(self.name, out, x.shape, x.dtype)
+        x, alias = _unalias(out, x)
+        return Launch(self.family, op, x.dtype.name, out, [x], out,
+                      fattrs=self.fattrs(attrs, x.dtype), overlap_ok=not alias)
+
+
+class CopySpec(OpSpec):
+    """copy: materialise any strided view; transpose: materialise a permutation of axes."""
+    family = "copy"
+
+    def __init__(self, name):
+        super().__init__(name)
+        self.attrs = {"axes": None} if name == "transpose" else {}
+
+    def prepare(self, inputs, out, attrs):
+        _arity(self.name, inputs, 1)
+        attrs = self.check_attrs(attrs)
+        x = as_array(inputs[0], f"{self.name} input")
+        if self.name == "transpose":
+            axes = attrs["axes"]
+            try:
+                x = x.transpose(axes) if axes is not None else x.T
+            except (ValueError, TypeError) as exc:
+                raise OpAttributeError(f"transpose: bad axes {axes!r} for an input of rank "
+                                       f"{x.ndim}: {exc}") from None
+        if x.dtype.hasobject or x.itemsize not in (1, 2, 4, 8):
+            raise DtypeError(f"{self.name}: dtype {x.dtype} is not supported; accepted: any "
+                             f"non-object dtype of 1, 2, 4 or 8 bytes")
+        out = _output(self.name, out, x.shape, x.dtype)
+        x, alias = _unalias(out, x)
+        u = np.dtype(f"uint{8 * x.itemsize}")
+        return Launch("copy", "copy", u.name, out.view(u) if out.ndim else out.reshape(1).view(u),
+                      [x.view(u) if x.ndim else x.reshape(1).view(u)], out,
+                      fattrs=np.zeros(2), overlap_ok=True)
+
+
+class BinarySpec(OpSpec):
+    family = "binary"
+
+    def prepare(self, inputs, out, attrs):
+        _arity(self.name, inputs, 2)
+        self.check_attrs(attrs)
+        raw = [v if isinstance(v, (int, float)) and not isinstance(v, bool)
+               else as_array(v, f"{self.name} input {i}") for i, v in enumerate(inputs)]
+        try:
+            res = np.result_type(*raw)
+        except TypeError as exc:
+            raise DtypeError(f"{self.name}: cannot combine the input dtypes ({exc})") from None
+        if self.name == "div" and res.kind in "iub":
+            res = np.dtype(np.float64)
+        _check_dtype(self.name, res)
+        a, b = (np.asarray(v, dtype=res) for v in raw)
+        try:
+            shape = np.broadcast_shapes(a.shape, b.shape)
+        except ValueError:
+            raise ShapeError(f"{self.name}: shapes {a.shape} and {b.shape} do not broadcast "
+                             f"(NumPy rules: trailing dimensions must match or be 1)") from None
+        if self.name == "pow" and res.kind == "i" and b.size and b.min() < 0:
+            raise ValueError("pow: integers to negative integer powers are not allowed")
+        out = _output(self.name, out, shape, res)
+        a, alias_a = _unalias(out, a)
+        b, alias_b = _unalias(out, b)
+        return Launch(self.family, self.name, res.name, out, [a, b], out,
+                      overlap_ok=not (alias_a or alias_b))
+
+
+for _name in ("relu", "abs", "neg", "exp", "log", "sqrt", "sigmoid", "tanh", "silu"):
+    register(UnarySpec(_name))
+register(UnarySpec("reciprocal", accepted=FLOAT_DTYPES))
+register(UnarySpec("gelu", {"approximate": "none"}))
+register(UnarySpec("leaky_relu", {"alpha": 0.01}))
+register(UnarySpec("clip", {"min": None, "max": None}))
+register(CopySpec("copy"))
+register(CopySpec("transpose"))
+for _name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum"):
+    register(BinarySpec(_name))

@@ -1,0 +1,70 @@
+"""Compiled drivers by (family, dtype), loaded once per process and never compiled afterwards.
+
+``get(family, dtype)`` returns a Numba dispatcher compiled for exactly one signature with
+further compilation disabled, so a call with unexpected argument types raises instead of
+compiling on the run path. The first ``get`` of a pair loads the machine code from Numba's
+on-disk cache or compiles it (this is "warming" the kernels).
+"""
+import threading
+
+from numba import njit, types
+
+from .cpu import elementwise
+
+_OPTS = dict(parallel=True, cache=True, nogil=True, error_model="numpy")
+
+_i64_1d = types.Array(types.int64, 1, "C", readonly=True)
+_i64_2d = types.Array(types.int64, 2, "C", readonly=True)
+_f64_1d = types.Array(types.float64, 1, "C", readonly=True)
+
+
+def _ro(dtype):
+    return types.Array(getattr(types, dtype), 1, "C", readonly=True)
+
+
+def _rw(dtype):
+    return types.Array(getattr(types, dtype), 1, "C")
+
+
+def _unary_sig(dtype):
+    return (_ro(dtype), _rw(dtype), _i64_1d, _i64_2d, _f64_1d)
+
+
+def _binary_sig(dtype):
+    return (_ro(dtype), _ro(dtype), _rw(dtype), _i64_1d, _i64_2d)
+
+
+# family -> (python function of the driver, signature builder)
+_DRIVERS = {
+    "unary": (elementwise.unary_driver, _unary_sig),
+    "copy": (elementwise.unary_driver, _unary_sig),
+    "binary": (elementwise.binary_driver, _binary_sig),
+}
+
+_loaded = {}
+_lock = threading.Lock()
+
+
+def register(family, py_func, signature):
+    """Add a family's driver (used by the kernel modules of other families)."""
+    _DRIVERS[family] = (py_func, signature)
+
+
+def get(family, dtype):
+    key = (family, dtype)
+    disp = _loaded.get(key)
+    if disp is None:
+        with _lock:
+            disp = _loaded.get(key)
+            if disp is None:
+                py_func, sig = _DRIVERS[family]
+                disp = njit(**_OPTS)(py_func)
+                disp.compile(sig(dtype))
+                disp.disable_compile()
+                _loaded[key] = disp
+    return disp
+
+
+def loaded():
+    """The (family, dtype) pairs whose drivers are in memory."""
+    return sorted(_loaded)
