@@ -1,6 +1,4 @@
 """``run`` and ``explain``: validate, look the table up (or build it), one driver call."""
-import numpy as np
-
 from . import executor, ops
 from .errors import ArgumentError
 
@@ -31,8 +29,9 @@ def explain(op, *arrays_or_shapes, dtype="float32", **attrs):
     spec = ops.get(op)
     arrays = [_placeholder(a, dtype) if isinstance(a, (tuple, list)) else a
               for a in arrays_or_shapes]
-    launch = spec.prepare(arrays, None, attrs)
-    return _EXECUTORS[spec.executor][1](launch)
+    with ops.planning():
+        launch = spec.prepare(arrays, None, attrs)
+        return _EXECUTORS[spec.executor][1](launch)
 
 
 def _placeholder(shape, dtype):
@@ -42,10 +41,4 @@ def _placeholder(shape, dtype):
         raise ArgumentError(f"a shape must be a tuple of integers, got {shape!r}") from None
     if any(s < 0 for s in shape):
         raise ArgumentError(f"negative dimension in shape {shape}")
-    dt = np.dtype(dtype)
-    strides = []
-    acc = dt.itemsize
-    for s in reversed(shape):
-        strides.insert(0, acc)
-        acc *= max(s, 1)
-    return np.lib.stride_tricks.as_strided(np.zeros(1, dt), shape, strides, writeable=False)
+    return ops.placeholder(shape, dtype)

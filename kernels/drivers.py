@@ -15,7 +15,6 @@ _OPTS = dict(parallel=True, cache=True, nogil=True, error_model="numpy")
 
 _i64_1d = types.Array(types.int64, 1, "C", readonly=True)
 _i64_2d = types.Array(types.int64, 2, "C", readonly=True)
-_f64_1d = types.Array(types.float64, 1, "C", readonly=True)
 
 
 def _ro(dtype):
@@ -27,7 +26,7 @@ def _rw(dtype):
 
 
 def _unary_sig(dtype):
-    return (_ro(dtype), _rw(dtype), _i64_1d, _i64_2d, _f64_1d)
+    return (_ro(dtype), _rw(dtype), _i64_1d, _i64_2d, _ro(dtype))
 
 
 def _binary_sig(dtype):

@@ -3,6 +3,8 @@
 Each op registers an :class:`OpSpec`; ``prepare`` turns user arguments into a
 :class:`Launch` that an executor runs through a family driver.
 """
+import contextlib
+import contextvars
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -10,6 +12,40 @@ import numpy as np
 from ..errors import DtypeError, OpAttributeError, ShapeError, UnknownOpError
 
 _REGISTRY = {}
+_planning = contextvars.ContextVar("dynshape_planning", default=False)
+
+
+@contextlib.contextmanager
+def planning():
+    """Within this block ``new_output`` allocates nothing (explain: tables, no results)."""
+    token = _planning.set(True)
+    try:
+        yield
+    finally:
+        _planning.reset(token)
+
+
+def is_planning():
+    return _planning.get()
+
+
+def placeholder(shape, dtype, writeable=False):
+    """A C-strided array of ``shape`` over a single element: layout without memory."""
+    dt = np.dtype(dtype)
+    strides = []
+    acc = dt.itemsize
+    for s in reversed(shape):
+        strides.insert(0, acc)
+        acc *= max(s, 1)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dt), tuple(shape), tuple(strides),
+                                           writeable=writeable)
+
+
+def new_output(shape, dtype):
+    """Allocate an op's output (a memory-less placeholder while planning)."""
+    if _planning.get():
+        return placeholder(shape, dtype, writeable=True)
+    return np.empty(shape, dtype=dtype)
 
 
 @dataclass

@@ -9,7 +9,7 @@ from dynshape_kernels.cpu.scalar_ops import FLOAT_ONLY_UNARY
 
 from ..errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
 from ..layout import same_view
-from . import Launch, OpSpec, as_array, check_out, register
+from . import Launch, OpSpec, as_array, check_out, is_planning, new_output, register
 
 DTYPES = ("float32", "float64", "int32", "int64")
 FLOAT_DTYPES = ("float32", "float64")
@@ -28,7 +28,7 @@ def _arity(op, inputs, n):
 
 def _output(op, out, shape, dtype):
     if out is None:
-        return np.empty(shape, dtype=dtype)
+        return new_output(shape, dtype)
     return check_out(out, shape, dtype, op)
 
 
@@ -39,6 +39,8 @@ def _unalias(out, inp):
     copied first. An exact alias is computed in place (each element is read before it is
     written) but forbids OVERLAP tails.
     """
+    if is_planning():
+        return inp, False
     if out is inp or (np.may_share_memory(out, inp) and same_view(out, inp)):
         return inp, True
     if np.may_share_memory(out, inp):
@@ -70,28 +72,29 @@ class UnarySpec(OpSpec):
             return "gelu" if approx == "none" else "gelu_tanh"
         return self.name
 
-    def fattrs(self, attrs, dtype):
+    def op_attrs(self, attrs, dtype):
+        """The op's two attribute values in the operand dtype, as the driver reads them."""
         if self.name == "leaky_relu":
-            return np.array([_number(self.name, "alpha", attrs["alpha"]), 0.0])
+            return np.array([_number(self.name, "alpha", attrs["alpha"]), 0], dtype=dtype)
         if self.name == "clip":
             lo, hi = attrs["min"], attrs["max"]
             if dtype.kind == "f":
                 lo = -np.inf if lo is None else _number("clip", "min", lo)
                 hi = np.inf if hi is None else _number("clip", "max", hi)
-                return np.array([lo, hi])
+                return np.array([lo, hi], dtype=dtype)
             info = np.iinfo(dtype)
             bounds = []
             for name, v, default in (("min", lo, info.min), ("max", hi, info.max)):
                 if v is None:
-                    bounds.append(float(default))
+                    bounds.append(int(default))
                     continue
-                v = _number("clip", name, v)
-                if not float(v).is_integer():
+                f = _number("clip", name, v)
+                if not f.is_integer():
                     raise OpAttributeError(f"clip: {name}={v} is not an integer, which an "
                                            f"{dtype} input needs")
-                bounds.append(float(min(max(v, info.min), info.max)))
-            return np.array(bounds)
-        return np.zeros(2)
+                bounds.append(min(max(int(v), int(info.min)), int(info.max)))
+            return np.array(bounds, dtype=dtype)
+        return np.zeros(2, dtype=dtype)
 
     def prepare(self, inputs, out, attrs):
         _arity(self.name, inputs, 1)
@@ -104,7 +107,7 @@ class UnarySpec(OpSpec):
         out = _output(self.name, out, x.shape, x.dtype)
         x, alias = _unalias(out, x)
         return Launch(self.family, op, x.dtype.name, out, [x], out,
-                      fattrs=self.fattrs(attrs, x.dtype), overlap_ok=not alias)
+                      fattrs=self.op_attrs(attrs, x.dtype), overlap_ok=not alias)
 
 
 class CopySpec(OpSpec):
@@ -134,7 +137,7 @@ class CopySpec(OpSpec):
         u = np.dtype(f"uint{8 * x.itemsize}")
         return Launch("copy", "copy", u.name, out.view(u) if out.ndim else out.reshape(1).view(u),
                       [x.view(u) if x.ndim else x.reshape(1).view(u)], out,
-                      fattrs=np.zeros(2), overlap_ok=True)
+                      fattrs=np.zeros(2, dtype=u), overlap_ok=True)
 
 
 class BinarySpec(OpSpec):

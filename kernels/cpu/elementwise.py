@@ -172,12 +172,13 @@ def _unary_entry(x, o, common, entries, e, oi, a0, a1):
                     t1, w1, a0, a1)
 
 
-def unary_driver(x, o, common, entries, fattrs):
-    """out = op(x) over every entry x outer index. ``fattrs`` holds the op's float attributes."""
+def unary_driver(x, o, common, entries, attrs):
+    """out = op(x) over every entry x outer index; ``attrs`` holds the op's two attributes
+    in the operand dtype (leaky_relu alpha; clip bounds)."""
     n_entries = entries.shape[0]
     total = n_entries * common[C_NOUTER]
-    a0 = cast_like(o, fattrs[0])
-    a1 = cast_like(o, fattrs[1])
+    a0 = attrs[0]
+    a1 = attrs[1]
     for idx in prange(total):
         _unary_entry(x, o, common, entries, idx % n_entries, idx // n_entries, a0, a1)
 

@@ -37,6 +37,19 @@ def _cast_like(arr, v):
     return impl
 
 
+def zero_of(v):
+    """Zero of v's type (inside compiled code)."""
+
+
+@overload(zero_of)
+def _zero_of(v):
+    t = v
+
+    def impl(v):
+        return t(0)
+    return impl
+
+
 def float_unary(code, v):
     """Transcendental unary ops; the identity for integer types (never dispatched there)."""
 
@@ -73,7 +86,7 @@ def _float_unary(code, v):
 @njit(cache=True)
 def relu(v):
     # np.maximum(v, 0): NaN propagates, -0.0 stays -0.0
-    return v if (v >= 0 or v != v) else v - v
+    return v if (v >= 0 or v != v) else zero_of(v)
 
 
 @njit(cache=True)

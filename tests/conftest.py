@@ -1,0 +1,29 @@
+"""Test session set-up: a private Numba cache directory (compiled kernels are shared by all
+tests of the session and by the subprocesses they start) and hypothesis profiles."""
+import os
+import tempfile
+
+if "NUMBA_CACHE_DIR" not in os.environ:
+    os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="dynshape-numba-cache-")
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile("dev", max_examples=60, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow,
+                                                 HealthCheck.data_too_large])
+settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True,
+                          print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow,
+                                                 HealthCheck.data_too_large])
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture(autouse=True)
+def _deterministic_policy():
+    """Tests build tables synchronously unless they ask for the background policy."""
+    import dynshape
+    dynshape.set_policy("optimized")
+    yield
+    dynshape.wait_optimized()
+    dynshape.set_policy("optimized")

