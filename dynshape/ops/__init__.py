@@ -5,7 +5,6 @@ Each op registers an :class:`OpSpec`; ``prepare`` turns user arguments into a
 """
 import contextlib
 import contextvars
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -48,20 +47,26 @@ def new_output(shape, dtype):
     return np.empty(shape, dtype=dtype)
 
 
-@dataclass
 class Launch:
-    """One driver call: output view, input views (already broadcast-compatible), attributes."""
-    family: str
-    op: str
-    dtype: str
-    out: np.ndarray
-    inputs: list
-    result: object
-    fattrs: np.ndarray = None
-    overlap_ok: bool = True
-    table_attrs: tuple = ()
-    finalize: object = None
-    extra: dict = field(default_factory=dict)
+    """One driver call: output view, input views (already broadcast-compatible), the op's
+    attribute array as its driver reads it (``fattrs``), whether OVERLAP tails are allowed,
+    the attributes that change the table (part of the cache key)."""
+    __slots__ = ("family", "op", "dtype", "out", "inputs", "result", "fattrs", "overlap_ok",
+                 "table_attrs", "finalize", "extra")
+
+    def __init__(self, family, op, dtype, out, inputs, result, fattrs=None, overlap_ok=True,
+                 table_attrs=(), finalize=None, extra=None):
+        self.family = family
+        self.op = op
+        self.dtype = dtype
+        self.out = out
+        self.inputs = inputs
+        self.result = result
+        self.fattrs = fattrs
+        self.overlap_ok = overlap_ok
+        self.table_attrs = table_attrs
+        self.finalize = finalize
+        self.extra = extra if extra is not None else {}
 
 
 class OpSpec:

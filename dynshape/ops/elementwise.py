@@ -15,9 +15,15 @@ DTYPES = ("float32", "float64", "int32", "int64")
 FLOAT_DTYPES = ("float32", "float64")
 
 
+_NAMES = {np.dtype(d): d for d in DTYPES}
+
+
 def _check_dtype(op, dtype, accepted=DTYPES):
-    if dtype.name not in accepted:
+    """The dtype's name if accepted (a dict lookup: ``dtype.name`` is slow)."""
+    name = _NAMES.get(dtype)
+    if name not in accepted:
         raise DtypeError(f"{op}: dtype {dtype} is not supported; accepted: {', '.join(accepted)}")
+    return name
 
 
 def _arity(op, inputs, n):
@@ -29,6 +35,9 @@ def _arity(op, inputs, n):
 def _output(op, out, shape, dtype):
     if out is None:
         return new_output(shape, dtype)
+    if type(out) is np.ndarray and out.shape == shape and out.dtype == dtype \
+            and out.flags.writeable:
+        return out
     return check_out(out, shape, dtype, op)
 
 
@@ -39,13 +48,13 @@ def _unalias(out, inp):
     copied first. An exact alias is computed in place (each element is read before it is
     written) but forbids OVERLAP tails.
     """
-    if is_planning():
-        return inp, False
-    if out is inp or (np.may_share_memory(out, inp) and same_view(out, inp)):
+    if out is inp:
         return inp, True
-    if np.may_share_memory(out, inp):
-        return inp.copy(), False
-    return inp, False
+    if not np.may_share_memory(out, inp) or is_planning():
+        return inp, False
+    if same_view(out, inp):
+        return inp, True
+    return inp.copy(), False
 
 
 def _number(op, name, v):
@@ -62,6 +71,12 @@ class UnarySpec(OpSpec):
         super().__init__(name)
         self.attrs = attrs or {}
         self.accepted = accepted
+        self._no_attrs = {np.dtype(d): self._readonly(np.zeros(2, dtype=d)) for d in DTYPES}
+
+    @staticmethod
+    def _readonly(a):
+        a.flags.writeable = False
+        return a
 
     def kernel_op(self, attrs):
         if self.name == "gelu":
@@ -94,20 +109,26 @@ class UnarySpec(OpSpec):
                                            f"{dtype} input needs")
                 bounds.append(min(max(int(v), int(info.min)), int(info.max)))
             return np.array(bounds, dtype=dtype)
-        return np.zeros(2, dtype=dtype)
+        return self._no_attrs[dtype]
 
     def prepare(self, inputs, out, attrs):
         _arity(self.name, inputs, 1)
-        attrs = self.check_attrs(attrs)
-        x = as_array(inputs[0], f"{self.name} input")
-        _check_dtype(self.name, x.dtype, self.accepted)
-        op = self.kernel_op(attrs)
+        x = inputs[0]
+        if type(x) is not np.ndarray:
+            x = as_array(x, f"{self.name} input")
+        name = _check_dtype(self.name, x.dtype, self.accepted)
+        if attrs or self.attrs:
+            attrs = self.check_attrs(attrs)
+            op = self.kernel_op(attrs)
+        else:
+            op = self.name
         if op in FLOAT_ONLY_UNARY and x.dtype.kind != "f":
             x = x.astype(np.float64)
+            name = "float64"
         out = _output(self.name, out, x.shape, x.dtype)
         x, alias = _unalias(out, x)
-        return Launch(self.family, op, x.dtype.name, out, [x], out,
-                      fattrs=self.op_attrs(attrs, x.dtype), overlap_ok=not alias)
+        op_attrs = self.op_attrs(attrs, x.dtype) if self.attrs else self._no_attrs[x.dtype]
+        return Launch(self.family, op, name, out, [x], out, op_attrs, not alias)
 
 
 class CopySpec(OpSpec):
@@ -154,7 +175,7 @@ class BinarySpec(OpSpec):
             raise DtypeError(f"{self.name}: cannot combine the input dtypes ({exc})") from None
         if self.name == "div" and res.kind in "iub":
             res = np.dtype(np.float64)
-        _check_dtype(self.name, res)
+        name = _check_dtype(self.name, res)
         a, b = (np.asarray(v, dtype=res) for v in raw)
         try:
             shape = np.broadcast_shapes(a.shape, b.shape)
@@ -166,8 +187,8 @@ class BinarySpec(OpSpec):
         out = _output(self.name, out, shape, res)
         a, alias_a = _unalias(out, a)
         b, alias_b = _unalias(out, b)
-        return Launch(self.family, self.name, res.name, out, [a, b], out,
-                      overlap_ok=not (alias_a or alias_b))
+        return Launch(self.family, self.name, name, out, [a, b], out, None,
+                      not (alias_a or alias_b))
 
 
 for _name in ("relu", "abs", "neg", "exp", "log", "sqrt", "sigmoid", "tanh", "silu"):

@@ -22,6 +22,9 @@ from .scalar_ops import (ABS, ADD, CLIP, DIV, EXP, GELU, GELU_TANH, IDENTITY, LE
 # by slot. Row tiles of three lengths and a square tile for transposed access.
 ELEMENTWISE_TILES = ((1, 512, 32), (1, 4096, 64), (1, 16384, 64), (32, 32, 8))
 N_SLOTS = len(ELEMENTWISE_TILES)
+# Below this many elements the entries run on the calling thread: waking the thread pool
+# costs more than it saves (about 10 us per parallel launch measured on this machine).
+SERIAL_ELEMENTS = 1 << 15
 (_T0_0, _T1_0, _W_0), (_T0_1, _T1_1, _W_1), (_T0_2, _T1_2, _W_2), (_T0_3, _T1_3, _W_3) = \
     ELEMENTWISE_TILES
 
@@ -179,8 +182,12 @@ def unary_driver(x, o, common, entries, attrs):
     total = n_entries * common[C_NOUTER]
     a0 = attrs[0]
     a1 = attrs[1]
-    for idx in prange(total):
-        _unary_entry(x, o, common, entries, idx % n_entries, idx // n_entries, a0, a1)
+    if common[C_M] * common[C_N] * common[C_NOUTER] < SERIAL_ELEMENTS:
+        for idx in range(total):
+            _unary_entry(x, o, common, entries, idx % n_entries, idx // n_entries, a0, a1)
+    else:
+        for idx in prange(total):
+            _unary_entry(x, o, common, entries, idx % n_entries, idx // n_entries, a0, a1)
 
 
 @njit(cache=True)
@@ -315,5 +322,9 @@ def binary_driver(a, b, o, common, entries):
     """out = op(a, b) with broadcasting expressed as zero strides in the common area."""
     n_entries = entries.shape[0]
     total = n_entries * common[C_NOUTER]
-    for idx in prange(total):
-        _binary_entry(a, b, o, common, entries, idx % n_entries, idx // n_entries)
+    if common[C_M] * common[C_N] * common[C_NOUTER] < SERIAL_ELEMENTS:
+        for idx in range(total):
+            _binary_entry(a, b, o, common, entries, idx % n_entries, idx // n_entries)
+    else:
+        for idx in prange(total):
+            _binary_entry(a, b, o, common, entries, idx % n_entries, idx // n_entries)
