@@ -20,6 +20,7 @@ table never costs more.
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from dynshape_kernels.common_area import (E_ANCH0, E_ANCH1, E_KID, E_MODE0, E_MODE1, E_NCOL,
                                           E_OFF0, E_OFF1)
 from dynshape_kernels.tail_mode import (ANCHOR_END, ANCHOR_START, DISCARD, OVERLAP,
@@ -78,12 +79,43 @@ def segment(lo, hi, bulk, tail_t, tail_w, mode):
     return Segmentation(off, anchor, tile, modes)
 
 
-@dataclass
 class Combination:
-    entries: np.ndarray
-    cost: float
-    variant: str
-    description: str
+    """Entries plus their model cost; the cost may be a callable evaluated on first use (the
+    simplified variant on the run path does not need it)."""
+
+    def __init__(self, entries, cost, variant, description):
+        self.entries = entries
+        self._cost = cost
+        self.variant = variant
+        self.description = description
+
+    @property
+    def cost(self):
+        if callable(self._cost):
+            self._cost = self._cost()
+        return self._cost
+
+
+@njit(cache=True, nogil=True)
+def _uniform_entries(lo0, hi0, t0, lo1, hi1, t1, kid):
+    """Entries of the simplified variant: one tile shape, VARIABLE_FULL tails, in one pass."""
+    k0 = lo0 // t0
+    r = k0 + -(-(hi0 - k0 * t0) // t0)
+    k1 = lo1 // t1
+    c = k1 + -(-(hi1 - k1 * t1) // t1)
+    e = np.empty((r * c, E_NCOL), dtype=np.int64)
+    i = 0
+    for a in range(r):
+        for b in range(c):
+            e[i, E_KID] = kid
+            e[i, E_MODE0] = VARIABLE_FULL
+            e[i, E_MODE1] = VARIABLE_FULL
+            e[i, E_OFF0] = a * t0
+            e[i, E_ANCH0] = ANCHOR_START
+            e[i, E_OFF1] = b * t1
+            e[i, E_ANCH1] = ANCHOR_START
+            i += 1
+    return e
 
 
 class Tiling:
@@ -134,12 +166,18 @@ class Tiling:
         return sorted(self.slots)[1]                                   # the medium row tile
 
     def simplified(self):
+        """One tile shape, VARIABLE_FULL tails: the entries come from one compiled call and
+        the cost is only computed when asked for."""
         t0, t1 = self.default_tile()
         (lo0, hi0), (lo1, hi1) = self.bucket
-        rows = segment(lo0, hi0, [t0], t0, 0, VARIABLE_FULL)
-        cols = segment(lo1, hi1, [t1], t1, 0, VARIABLE_FULL)
-        return Combination(self.entries(t0, rows, cols), self.cost(t0, rows, cols),
-                           "simplified", f"{t0}x{t1} tiles, variable tails")
+        kid = self.catalog.kernel_id(self.fam.name, self.op, self.dtype, self.slots[(t0, t1)][0])
+        entries = _uniform_entries(lo0, hi0, t0, lo1, hi1, t1, kid)
+
+        def cost():
+            rows = segment(lo0, hi0, [t0], t0, 0, VARIABLE_FULL)
+            cols = segment(lo1, hi1, [t1], t1, 0, VARIABLE_FULL)
+            return self.cost(t0, rows, cols)
+        return Combination(entries, cost, "simplified", f"{t0}x{t1} tiles, variable tails")
 
     def candidates(self):
         (lo0, hi0), (lo1, hi1) = self.bucket

@@ -51,8 +51,8 @@ def build_table(launch, p, key, variant):
     t = ParamTable(launch.family, launch.op, launch.dtype, TARGET, CATALOG.hash,
                    (key[5], key[6]), comb.entries, np.zeros(0, np.int64),
                    1 + len(launch.inputs), CATALOG.family_base(launch.family, launch.dtype),
-                   CATALOG.families[launch.family].op_base, comb.variant, comb.cost,
-                   comb.description, (p.m, p.n))
+                   CATALOG.families[launch.family].op_base, comb.variant,
+                   lambda: comb.cost, comb.description, (p.m, p.n))
     t.common = t.bind(p, [0] * t.n_operands)
     t.common.flags.writeable = False
     return t

@@ -46,12 +46,23 @@ class ParamTable:
         self.id_base = int(id_base)
         self.op_base = int(op_base)
         self.variant = variant
-        self.cost = float(cost)
+        self._cost = cost
         self.description = description
         self.shape = tuple(shape) if shape is not None else None
 
     def __len__(self):
         return len(self.entries)
+
+    @property
+    def cost(self):
+        """Model cost (ns) at the shape the table was built for (computed on first use)."""
+        if callable(self._cost):
+            self._cost = self._cost()
+        return float(self._cost)
+
+    @cost.setter
+    def cost(self, value):
+        self._cost = value
 
     def serves(self, m, n):
         (lo0, hi0), (lo1, hi1) = self.bucket
