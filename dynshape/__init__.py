@@ -14,6 +14,9 @@ from .dispatcher import explain, run
 from .errors import (ArgumentError, DtypeError, DynshapeError, OpAttributeError, ShapeError,
                      TableFormatError, UnknownOpError)
 from .ops import elementwise as _elementwise  # noqa: F401  (registers the ops)
+from .ops import reduction as _reduction  # noqa: F401  (registers the ops)
+from .ops import rowwise as _rowwise  # noqa: F401  (registers the ops)
+from . import reduce_executor as _reduce_executor  # noqa: F401  (registers its executors)
 from .param_table import ParamTable
 
 __version__ = "0.1.0"
@@ -52,11 +55,17 @@ def wait_optimized():
 
 
 def warm(families=None, dtypes=None):
-    """Load (from Numba's cache) or compile the drivers, so that no call compiles later."""
+    """Load (from Numba's on-disk cache) or compile the drivers of ``families`` (default: all)
+    for the data ``dtypes`` (default: all they support), so that no later call compiles."""
+    import numpy as np
     from dynshape_kernels import drivers
-    fams = families or [f for f in CATALOG.families]
-    for fam in fams:
+    for fam in families or list(CATALOG.families):
+        if fam not in CATALOG.families:
+            raise ValueError(f"unknown kernel family {fam!r}; known: "
+                             f"{', '.join(CATALOG.families)}")
         spec = CATALOG.families[fam]
         for dt in (dtypes or spec.dtypes):
+            if fam == "copy":      # copies move bytes: one driver per item size
+                dt = f"uint{8 * np.dtype(dt).itemsize}"
             if dt in spec.dtypes:
                 drivers.get(fam, dt)

@@ -89,6 +89,8 @@ class Catalog:
 
 def _build():
     from .cpu.elementwise import ELEMENTWISE_TILES
+    from .cpu.reduce import REDUCE_OPS, REDUCE_TILES
+    from .cpu.rowwise import ROWWISE_OPS, ROWWISE_TILES
     from .cpu.scalar_ops import BINARY_OPS, UNARY_OPS
     families = [
         FamilySpec("unary", UNARY_OPS, ("float32", "float64", "int32", "int64"),
@@ -97,6 +99,11 @@ def _build():
                    ELEMENTWISE_TILES),
         FamilySpec("copy", ("copy",), ("uint8", "uint16", "uint32", "uint64"),
                    ELEMENTWISE_TILES, op_base=UNARY_OPS.index("copy")),
+        # reductions and row-wise ops tile the kept dimensions; never OVERLAP (seed 004)
+        FamilySpec("reduce", REDUCE_OPS, ("float32", "float64", "int32", "int64"),
+                   REDUCE_TILES, tail_modes=frozenset({TailMode.VARIABLE_FULL})),
+        FamilySpec("rowwise", ROWWISE_OPS, ("float32", "float64"), ROWWISE_TILES,
+                   tail_modes=frozenset({TailMode.VARIABLE_FULL}), quanta=(1, 8)),
     ]
     return Catalog(families)
 

@@ -33,7 +33,7 @@ C_IDBASE = 0
 C_OPBASE = 1
 C_NOUTER = 2
 C_NDOUTER = 3
-C_OSHAPE = 3
+C_OSHAPE = 4
 C_M = C_OSHAPE + MAX_OUTER
 C_N = C_M + 1
 C_OPS = C_N + 1
@@ -56,3 +56,40 @@ E_NCOL = 7
 
 def common_size(n_operands):
     return C_OPS + OP_BLOCK * n_operands
+
+
+# ---- reduction block (families "reduce" and "rowwise") ---------------------------------------
+# Appended after the operand blocks: ``R0 = common_size(n_operands)`` is where it starts.
+# The entries tile the kept dimensions (the output plane, as above); the reduced dimensions
+# (reduce) or normalized dimensions (rowwise) that every kernel call walks entirely live here::
+#
+#     [R0 + R_COUNT]      number of elements reduced per output element (product of R_SHAPE)
+#     [R0 + R_ND]         number of reduced dimensions, 1..MAX_RED (a lone size-1 stride-0
+#                         dimension stands for "nothing reduced"; size 0 for an empty reduction)
+#     [R0 + R_STRATEGY]   STRAT_LANES: each output element reduces its own elements, the
+#                         innermost reduced dimension walked by vector lanes;
+#                         STRAT_COLUMNS: a tile row reduces vectors of its contiguous kept
+#                         columns (reductions over a leading or middle axis)
+#     [R0 + R_OUTKIND]    reduce: which output buffer the op writes (OUT_SAME, OUT_I64, OUT_F64)
+#     [R0 + R_SHAPE:]     MAX_RED sizes of the reduced dimensions, outermost first
+#     [R0 + R_STR + k*MAX_RED:]  MAX_RED strides (elements, any sign) of reduced operand k;
+#                         reduce: k=0 is the input; rowwise: k = operand index (out, x, w, b)
+MAX_RED = 6
+
+R_COUNT = 0
+R_ND = 1
+R_STRATEGY = 2
+R_OUTKIND = 3
+R_SHAPE = 4
+R_STR = R_SHAPE + MAX_RED
+
+STRAT_LANES = 0
+STRAT_COLUMNS = 1
+
+OUT_SAME = 0
+OUT_I64 = 1
+OUT_F64 = 2
+
+
+def reduce_block_size(n_reduced_operands):
+    return R_STR + MAX_RED * n_reduced_operands

@@ -1,0 +1,473 @@
+"""CPU driver of the reduce family: sum, mean, max, min, argmax, argmin over any set of axes.
+
+The entries tile the OUTPUT (the kept dimensions, coalesced into an outer shape and an inner
+plane of rows x columns, exactly like the elementwise families); every kernel call reduces,
+for each output element of its tile, all the reduced elements described by the reduction
+block of the common area (``common_area.R_*``: reduced sizes and input strides). Each output
+element is written once, by the one entry whose tile holds it. Two strategies, chosen per call
+by the executor and stored in the reduction block:
+
+* ``STRAT_LANES`` (reductions over the innermost memory axis): each output element reduces its
+  own elements, the innermost reduced dimension walked as one contiguous run per outer reduced
+  index (sums: a re-associated loop LLVM vectorizes with 16-lane partial sums; max/min/arg:
+  rows of ``LW`` lanes combined at the end).
+* ``STRAT_COLUMNS`` (reductions over a leading or middle axis): a tile row keeps one
+  accumulator per output column and adds whole vectors of the contiguous kept axis per reduced
+  index, so the input is read in memory order, never with a scalar loop over a huge stride.
+
+Accuracy (the contract the tests check against NumPy):
+
+* float32 sums and means accumulate in float64 and round once at the end: the result is
+  within 1 ulp (float32) of the exactly rounded sum plus ``count * 2**-53 * sum(|x|)``; this is
+  tighter than NumPy's own float32 pairwise sum, so differences to NumPy are NumPy's error
+  (bounded by about ``(log2(count) + 8) * 2**-24 * sum(|x|)``).
+* float64 sums accumulate in float64: LANES in 16 x (unroll) interleaved partial sums, error
+  at most ``(count / 16 + 16) * 2**-53 * sum(|x|)``; COLUMNS sequentially along the reduced
+  axis like NumPy's own strided reductions, error at most ``count * 2**-53 * sum(|x|)``.
+* integer sums accumulate in int64 with wrap-around like NumPy; integer means accumulate the
+  values converted to float64, then divide (NumPy's ``dtype=float64`` accumulation).
+* max/min propagate NaN; argmax/argmin return the first occurrence of the extreme value and
+  the index of the first NaN if there is one (NumPy's rules); the order of the reduced
+  dimensions is the logical (C) order for the arg ops.
+"""
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic, overload
+
+from ..common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1, E_KID,
+                           E_OFF0, E_OFF1, MAX_RED, OP_BLOCK, OP_SM, OP_SN,
+                           R_COUNT, R_ND, R_SHAPE, R_STR, R_STRATEGY, STRAT_COLUMNS)
+from .elementwise import outer_offset, resolve
+
+REDUCE_OPS = ("sum", "mean", "max", "min", "argmax", "argmin")
+SUM, MEAN, MAX, MIN, ARGMAX, ARGMIN = range(6)
+
+# Tile shapes (rows, columns, partial window) over the output plane, by slot. The kernels
+# accept any valid length (VARIABLE_FULL); wide rows give long accumulator vectors to the
+# COLUMNS strategy, single outputs balance the threads when each output is expensive, and
+# the 8-row tile serves output planes walked with a large column stride.
+REDUCE_TILES = ((1, 1, 0), (1, 32, 0), (1, 1024, 0), (8, 128, 0))
+N_SLOTS = len(REDUCE_TILES)
+(_T0_0, _T1_0, _), (_T0_1, _T1_1, _), (_T0_2, _T1_2, _), (_T0_3, _T1_3, _) = REDUCE_TILES
+
+LW = 256          # lanes of the max/min/arg LANES strategy
+_OPERANDS = 2     # output, input
+_RB = C_OPS + _OPERANDS * OP_BLOCK     # start of the reduction block
+
+
+@njit(cache=True)
+def tile_geometry(slot):
+    if slot == 0:
+        return _T0_0, _T1_0
+    elif slot == 1:
+        return _T0_1, _T1_1
+    elif slot == 2:
+        return _T0_2, _T1_2
+    return _T0_3, _T1_3
+
+
+# ---- work distribution ---------------------------------------------------------------------
+# A bucketed table's empty tail entries sit at its end, so prange's contiguous split of the
+# work items would hand all real work of a small table to the first thread. The drivers loop
+# over N_CHUNKS chunks instead; chunk c takes the items idx = r, r + N_CHUNKS, ... with r the
+# bit reversal of c, so that the contiguous block of chunks a thread gets (for any power-of-2
+# thread count up to N_CHUNKS) deals it the items cyclically: thread t runs idx = t mod T.
+N_CHUNKS = 64
+_CHUNK_BITS = 6
+
+
+@njit(cache=True)
+def chunk_start(c):
+    r = 0
+    for _ in range(_CHUNK_BITS):
+        r = (r << 1) | (c & 1)
+        c >>= 1
+    return r
+
+
+# ---- scalar primitives ---------------------------------------------------------------------
+def _fp_intrinsic(name):
+    @intrinsic
+    def fn(typingctx, a, b):
+        if not isinstance(a, types.Float) or a != b:
+            return None
+
+        def codegen(context, builder, signature, args):
+            fty = context.get_value_type(signature.return_type)
+            f = builder.module.declare_intrinsic(name, [fty], ir.FunctionType(fty, [fty, fty]))
+            return builder.call(f, args)
+        return a(a, b), codegen
+    return fn
+
+
+_llvm_maximum = _fp_intrinsic("llvm.maximum")   # NaN-propagating, vectorizes as a reduction
+_llvm_minimum = _fp_intrinsic("llvm.minimum")
+
+
+def nan_max(a, b):
+    """max(a, b), NaN if either is NaN (np.maximum); integers: plain max."""
+
+
+def nan_min(a, b):
+    """min(a, b), NaN if either is NaN (np.minimum); integers: plain min."""
+
+
+@overload(nan_max)
+def _nan_max(a, b):
+    if isinstance(a, types.Float):
+        return lambda a, b: _llvm_maximum(a, b)
+    return lambda a, b: a if a >= b else b
+
+
+@overload(nan_min)
+def _nan_min(a, b):
+    if isinstance(a, types.Float):
+        return lambda a, b: _llvm_minimum(a, b)
+    return lambda a, b: a if a <= b else b
+
+
+def finish(acc, mean, count):
+    """The stored value of a sum accumulator: divided by count for a mean (float only)."""
+
+
+@overload(finish)
+def _finish(acc, mean, count):
+    if isinstance(acc, types.Integer):
+        return lambda acc, mean, count: acc
+    return lambda acc, mean, count: acc / count if mean else acc
+
+
+@njit(cache=True)
+def strided(x, b, s, n):
+    """n elements of x from b with stride s (any sign, nonzero), as a view."""
+    return x[b::s][:n]
+
+
+@njit(cache=True)
+def red_offset(common, rb, k, nd_outer, op):
+    """Offset of the k-th outer reduced index (all reduced dims but the last) of operand op."""
+    off = 0
+    sb = rb + R_STR + op * MAX_RED
+    for d in range(nd_outer - 1, -1, -1):
+        sz = common[rb + R_SHAPE + d]
+        off += (k % sz) * common[sb + d]
+        k //= sz
+    return off
+
+
+@njit(cache=True)
+def red_runs(common, rb):
+    """(number of runs, run length, run stride of operand 0, outer dims) of the reduction."""
+    nd = common[rb + R_ND]
+    L = common[rb + R_SHAPE + nd - 1]
+    runs = common[rb + R_COUNT] // L if L > 0 else 0
+    return runs, L, nd - 1
+
+
+# ---- LANES: one output element reduces its runs ----------------------------------------------
+@njit(cache=True, fastmath={"reassoc"})
+def _sum_run(xv, acc):
+    for i in range(xv.shape[0]):
+        acc += xv[i]
+    return acc
+
+
+@njit(cache=True)
+def _ext_run(xv, ismax, lanes):
+    """max or min of a run (NaN-propagating); lanes is scratch of length LW."""
+    n = xv.shape[0]
+    r = xv[0]
+    if n < 2 * LW:
+        if ismax:
+            for i in range(n):
+                r = nan_max(r, xv[i])
+        else:
+            for i in range(n):
+                r = nan_min(r, xv[i])
+        return r
+    nr = n // LW
+    for k in range(LW):
+        lanes[k] = xv[k]
+    for q in range(1, nr):
+        row = xv[q * LW:(q + 1) * LW]
+        if ismax:
+            for k in range(LW):
+                lanes[k] = nan_max(lanes[k], row[k])
+        else:
+            for k in range(LW):
+                lanes[k] = nan_min(lanes[k], row[k])
+    for i in range(nr * LW, n):
+        r = nan_max(r, xv[i]) if ismax else nan_min(r, xv[i])
+    for k in range(LW):
+        r = nan_max(r, lanes[k]) if ismax else nan_min(r, lanes[k])
+    return r
+
+
+@njit(cache=True)
+def _strictly_better(ismax, v, a):
+    """v beats the current best a when it comes later in the order (first occurrence wins)."""
+    if v != v:
+        return a == a
+    return v > a if ismax else v < a
+
+
+@njit(cache=True)
+def _arg_run(xv, base, ismax, bv, bi):
+    """Update the best (value, flat index) with run xv of flat indices base, base+1, ..."""
+    for i in range(xv.shape[0]):
+        v = xv[i]
+        if _strictly_better(ismax, v, bv):
+            bv = v
+            bi = base + i
+    return bv, bi
+
+
+@njit(cache=True)
+def _lanes_sum(x, xb, common, zero):
+    runs, L, ndo = red_runs(common, _RB)
+    s = common[_RB + R_STR + ndo]
+    acc = zero
+    for k in range(runs):
+        p = xb + red_offset(common, _RB, k, ndo, 0)
+        if s == 1:
+            acc = _sum_run(x[p:p + L], acc)
+        else:
+            acc = _sum_run(strided(x, p, s, L), acc)
+    return acc
+
+
+@njit(cache=True)
+def _lanes_ext(x, xb, common, ismax, lanes):
+    runs, L, ndo = red_runs(common, _RB)
+    s = common[_RB + R_STR + ndo]
+    r = x[xb]
+    for k in range(runs):
+        p = xb + red_offset(common, _RB, k, ndo, 0)
+        if s == 1:
+            v = _ext_run(x[p:p + L], ismax, lanes)
+        else:
+            v = _ext_run(strided(x, p, s, L), ismax, lanes)
+        r = nan_max(r, v) if ismax else nan_min(r, v)
+    return r
+
+
+@njit(cache=True)
+def _lanes_arg(x, xb, common, ismax):
+    runs, L, ndo = red_runs(common, _RB)
+    s = common[_RB + R_STR + ndo]
+    bv = x[xb]
+    bi = np.int64(0)
+    for k in range(runs):
+        p = xb + red_offset(common, _RB, k, ndo, 0)
+        if s == 1:
+            bv, bi = _arg_run(x[p:p + L], k * L, ismax, bv, bi)
+        else:
+            bv, bi = _arg_run(strided(x, p, s, L), k * L, ismax, bv, bi)
+    return bi
+
+
+# ---- COLUMNS: a tile row accumulates vectors of its kept columns ----------------------------
+@njit(cache=True)
+def _vadd(acc, xv):
+    for j in range(acc.shape[0]):
+        acc[j] += xv[j]
+
+
+@njit(cache=True)
+def _vext(acc, xv, ismax):
+    if ismax:
+        for j in range(acc.shape[0]):
+            acc[j] = nan_max(acc[j], xv[j])
+    else:
+        for j in range(acc.shape[0]):
+            acc[j] = nan_min(acc[j], xv[j])
+
+
+@njit(cache=True)
+def _varg(acc, idx, xv, t, ismax):
+    for j in range(acc.shape[0]):
+        a = acc[j]
+        v = xv[j]
+        if ismax:
+            c = (v > a) | ((v != v) & (a == a))
+        else:
+            c = (v < a) | ((v != v) & (a == a))
+        acc[j] = v if c else a
+        idx[j] = t if c else idx[j]
+
+
+@njit(cache=True)
+def _columns_sum(x, xb, xsn, v1, common, acc):
+    """acc[j] += every reduced element of column j (x[xb + j*xsn] at reduced index 0)."""
+    runs, L, ndo = red_runs(common, _RB)
+    s = common[_RB + R_STR + ndo]
+    for k in range(runs):
+        p0 = xb + red_offset(common, _RB, k, ndo, 0)
+        for i in range(L):
+            p = p0 + i * s
+            if xsn == 1:
+                _vadd(acc, x[p:p + v1])
+            else:
+                _vadd(acc, strided(x, p, xsn, v1))
+
+
+@njit(cache=True)
+def _columns_ext(x, xb, xsn, v1, common, ismax, acc):
+    runs, L, ndo = red_runs(common, _RB)
+    s = common[_RB + R_STR + ndo]
+    for k in range(runs):
+        p0 = xb + red_offset(common, _RB, k, ndo, 0)
+        for i in range(L):
+            p = p0 + i * s
+            if xsn == 1:
+                _vext(acc, x[p:p + v1], ismax)
+            else:
+                _vext(acc, strided(x, p, xsn, v1), ismax)
+
+
+@njit(cache=True)
+def _columns_arg(x, xb, xsn, v1, common, ismax, acc, idx):
+    runs, L, ndo = red_runs(common, _RB)
+    s = common[_RB + R_STR + ndo]
+    for k in range(runs):
+        p0 = xb + red_offset(common, _RB, k, ndo, 0)
+        for i in range(L):
+            p = p0 + i * s
+            if xsn == 1:
+                _varg(acc, idx, x[p:p + v1], k * L + i, ismax)
+            else:
+                _varg(acc, idx, strided(x, p, xsn, v1), k * L + i, ismax)
+
+
+# ---- tiles -------------------------------------------------------------------------------
+@njit(cache=True)
+def _sum_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, zero, mean):
+    count = common[_RB + R_COUNT]
+    if common[_RB + R_STRATEGY] == STRAT_COLUMNS:
+        acc = np.full(v1, zero)
+        for r in range(v0):
+            for j in range(v1):
+                acc[j] = zero
+            _columns_sum(x, xb + r * xsm, xsn, v1, common, acc)
+            orow = ob + r * osm
+            for j in range(v1):
+                o[orow + j * osn] = finish(acc[j], mean, count)
+        return
+    for r in range(v0):
+        for j in range(v1):
+            acc1 = _lanes_sum(x, xb + r * xsm + j * xsn, common, zero)
+            o[ob + r * osm + j * osn] = finish(acc1, mean, count)
+
+
+@njit(cache=True)
+def _ext_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, ismax):
+    if common[_RB + R_STRATEGY] == STRAT_COLUMNS:
+        acc = np.empty(v1, dtype=x.dtype)
+        for r in range(v0):
+            xr = xb + r * xsm
+            for j in range(v1):
+                acc[j] = x[xr + j * xsn]
+            _columns_ext(x, xr, xsn, v1, common, ismax, acc)
+            orow = ob + r * osm
+            for j in range(v1):
+                o[orow + j * osn] = acc[j]
+        return
+    lanes = np.empty(LW, dtype=x.dtype)
+    for r in range(v0):
+        for j in range(v1):
+            o[ob + r * osm + j * osn] = _lanes_ext(x, xb + r * xsm + j * xsn, common, ismax,
+                                                   lanes)
+
+
+@njit(cache=True)
+def _arg_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, ismax):
+    if common[_RB + R_STRATEGY] == STRAT_COLUMNS:
+        acc = np.empty(v1, dtype=x.dtype)
+        idx = np.zeros(v1, dtype=np.int64)
+        for r in range(v0):
+            xr = xb + r * xsm
+            for j in range(v1):
+                acc[j] = x[xr + j * xsn]
+            for j in range(v1):
+                idx[j] = 0
+            _columns_arg(x, xr, xsn, v1, common, ismax, acc, idx)
+            orow = ob + r * osm
+            for j in range(v1):
+                o[orow + j * osn] = idx[j]
+        return
+    for r in range(v0):
+        for j in range(v1):
+            o[ob + r * osm + j * osn] = _lanes_arg(x, xb + r * xsm + j * xsn, common, ismax)
+
+
+def _sum_dispatch(x, o, oi, of, ob, osm, osn, xb, xsm, xsn, v0, v1, common, mean):
+    """Sum/mean into the output of the input's kind, chosen at compile time: floats
+    accumulate in float64 into ``o``; integers in int64 into ``oi`` (sum) or in float64
+    into ``of`` (mean)."""
+
+
+@overload(_sum_dispatch)
+def _sum_dispatch_impl(x, o, oi, of, ob, osm, osn, xb, xsm, xsn, v0, v1, common, mean):
+    if isinstance(x.dtype, types.Float):
+        def impl_f(x, o, oi, of, ob, osm, osn, xb, xsm, xsn, v0, v1, common, mean):
+            _sum_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, 0.0, mean)
+        return impl_f
+
+    def impl_i(x, o, oi, of, ob, osm, osn, xb, xsm, xsn, v0, v1, common, mean):
+        if mean:
+            _sum_tile(x, of, ob, osm, osn, xb, xsm, xsn, v0, v1, common, 0.0, True)
+        else:
+            _sum_tile(x, oi, ob, osm, osn, xb, xsm, xsn, v0, v1, common, np.int64(0), False)
+    return impl_i
+
+
+@njit(cache=True)
+def _reduce_entry(x, o, oi, of, common, entries, e, outer):
+    """One kernel call: entry ``e`` at outer index ``outer``."""
+    local = entries[e, E_KID] - common[C_IDBASE]
+    code = common[C_OPBASE] + local // N_SLOTS
+    t0, t1 = tile_geometry(local % N_SLOTS)
+    r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
+    r1, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
+    if v0 == 0 or v1 == 0:
+        return
+    osm = common[C_OPS + OP_SM]
+    osn = common[C_OPS + OP_SN]
+    xsm = common[C_OPS + OP_BLOCK + OP_SM]
+    xsn = common[C_OPS + OP_BLOCK + OP_SN]
+    ob = outer_offset(common, 0, outer) + r0 * osm + r1 * osn
+    xb = outer_offset(common, 1, outer) + r0 * xsm + r1 * xsn
+    if code == SUM or code == MEAN:
+        _sum_dispatch(x, o, oi, of, ob, osm, osn, xb, xsm, xsn, v0, v1, common, code == MEAN)
+    elif code == MAX or code == MIN:
+        _ext_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, code == MAX)
+    else:
+        _arg_tile(x, oi, ob, osm, osn, xb, xsm, xsn, v0, v1, common, code == ARGMAX)
+
+
+def reduce_driver(x, o, oi, of, common, entries):
+    """Reduce x over the common area's reduced dims into the output buffer of the op:
+    ``o`` (x's dtype), ``oi`` (int64: integer sums, arg ops) or ``of`` (float64: integer
+    means); the two others are empty placeholders."""
+    n_entries = entries.shape[0]
+    total = n_entries * common[C_NOUTER]
+    for c in prange(N_CHUNKS):
+        for idx in range(chunk_start(c), total, N_CHUNKS):
+            _reduce_entry(x, o, oi, of, common, entries, idx % n_entries, idx // n_entries)
+
+
+def _signature(dtype):
+    def arr(dt, ro=False):
+        return types.Array(getattr(types, dt), 1, "C", readonly=ro)
+    i64_1d = types.Array(types.int64, 1, "C", readonly=True)
+    i64_2d = types.Array(types.int64, 2, "C", readonly=True)
+    return (arr(dtype, True), arr(dtype), arr("int64"), arr("float64"), i64_1d, i64_2d)
+
+
+def _register():
+    from .. import drivers
+    drivers.register("reduce", reduce_driver, _signature)
+
+
+_register()

@@ -1,0 +1,417 @@
+"""CPU driver of the rowwise family: softmax, log_softmax, layer_norm, rms_norm.
+
+A *row* is the set of normalized elements of one position of the kept dimensions (softmax:
+one axis; the norms: the trailing axes). The entries tile the kept dimensions (coalesced into
+an outer shape and a plane of rows x columns, like every other family); each kernel call
+handles whole rows, with a multi-pass algorithm inside the one driver call (max, then
+exp-and-sum, then scale; mean, then variance, then normalize). Operands in the common area:
+0 output, 1 input x, 2 weight, 3 bias; the reduction block (``common_area.R_*``) holds the
+normalized sizes and every operand's strides over them. Strategies as in :mod:`reduce`:
+
+* ``STRAT_LANES``: row by row, each pass a vectorized loop along the row's innermost
+  normalized dimension (contiguous views when every operand has unit stride there).
+* ``STRAT_COLUMNS``: a tile row handles up to T1 rows at once whose kept axis is the
+  contiguous one (softmax over a leading or middle axis): every pass adds vectors of
+  neighbouring rows, reading the input in memory order.
+
+Accuracy: row sums (softmax's sum of exponentials, the norms' mean, variance and mean square)
+accumulate in float64 (re-associated, vectorized); exp/log come from ``mathfuncs`` in the
+input's precision. The variance is the two-pass sum of squared deviations for float64 rows;
+float32 rows (LANES) take ``E[x^2] - mean^2`` from one float64 pass, whose relative error
+(about ``1e-16 * mean^2 / var``) stays below float32's resolution unless ``|mean| / std``
+exceeds ~3e4. Against a float64 NumPy reference the float32 results are within a few float32
+ulps (tests: rtol = atol = 2e-5 for unit-scale rows); float64 within ~1e-12.
+
+Aliasing: the output may be the very same view as the input (each element is read before it
+is written, and a row is only ever touched by the entry that owns it).
+"""
+import numpy as np
+from numba import njit, prange, types
+
+from ..common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1,
+                           E_KID, E_OFF0, E_OFF1, MAX_RED, OP_BLOCK, OP_SM, OP_SN, R_COUNT,
+                           R_STR, R_STRATEGY, STRAT_COLUMNS)
+from . import mathfuncs
+from .elementwise import outer_offset, resolve
+from .reduce import (N_CHUNKS, _ext_run, _sum_run, chunk_start, nan_max, red_offset, red_runs,
+                     strided)
+from .scalar_ops import cast_like
+
+ROWWISE_OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
+SOFTMAX, LOG_SOFTMAX, LAYER_NORM, RMS_NORM = range(4)
+
+# Tile shapes (rows, columns, partial window) over the kept plane, by slot: one row per call
+# for long rows, bundles of rows for short ones, and a wide tile for COLUMNS vectors.
+ROWWISE_TILES = ((1, 1, 0), (1, 8, 0), (1, 64, 0), (1, 512, 0))
+N_SLOTS = len(ROWWISE_TILES)
+(_T0_0, _T1_0, _), (_T0_1, _T1_1, _), (_T0_2, _T1_2, _), (_T0_3, _T1_3, _) = ROWWISE_TILES
+
+OUT, X, W, B = range(4)
+_OPERANDS = 4
+_RB = C_OPS + _OPERANDS * OP_BLOCK
+LW = 256
+
+
+@njit(cache=True)
+def tile_geometry(slot):
+    if slot == 0:
+        return _T0_0, _T1_0
+    elif slot == 1:
+        return _T0_1, _T1_1
+    elif slot == 2:
+        return _T0_2, _T1_2
+    return _T0_3, _T1_3
+
+
+# ---- LANES: per-run loops over contiguous (C) or strided (A) views --------------------------
+@njit(cache=True, fastmath={"reassoc"})
+def _exp_store_sum(xv, ov, m):
+    s = 0.0
+    for i in range(xv.shape[0]):
+        e = mathfuncs.exp(xv[i] - m)
+        ov[i] = e
+        s += e
+    return s
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _exp_sum(xv, m):
+    s = 0.0
+    for i in range(xv.shape[0]):
+        s += mathfuncs.exp(xv[i] - m)
+    return s
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _sq_dev_sum(xv, mean):
+    s = 0.0
+    for i in range(xv.shape[0]):
+        d = np.float64(xv[i]) - mean
+        s += d * d
+    return s
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _sq_sum(xv):
+    s = 0.0
+    for i in range(xv.shape[0]):
+        d = np.float64(xv[i])
+        s += d * d
+    return s
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _sum_and_sq(xv):
+    s = 0.0
+    q = 0.0
+    for i in range(xv.shape[0]):
+        d = np.float64(xv[i])
+        s += d
+        q += d * d
+    return s, q
+
+
+@njit(cache=True)
+def _row_moments(x, xo, common):
+    """(sum, sum of squares) of a row in one pass, accumulated in float64."""
+    runs, L, ndo = red_runs(common, _RB)
+    sx = common[_RB + R_STR + X * MAX_RED + ndo]
+    s = 0.0
+    q = 0.0
+    for k in range(runs):
+        p = xo + red_offset(common, _RB, k, ndo, X)
+        if sx == 1:
+            a, b = _sum_and_sq(x[p:p + L])
+        else:
+            a, b = _sum_and_sq(strided(x, p, sx, L))
+        s += a
+        q += b
+    return s, q
+
+
+@njit(cache=True)
+def _scale(ov, a):
+    for i in range(ov.shape[0]):
+        ov[i] = ov[i] * a
+
+
+@njit(cache=True)
+def _shift(xv, ov, m, c):
+    for i in range(xv.shape[0]):
+        ov[i] = (xv[i] - m) - c
+
+
+@njit(cache=True)
+def _norm_write(xv, ov, wv, bv, c, a, hw, hb):
+    """ov = (xv - c) * a [* wv] [+ bv]; c = 0 for rms_norm."""
+    n = xv.shape[0]
+    if hw and hb:
+        for i in range(n):
+            ov[i] = (xv[i] - c) * a * wv[i] + bv[i]
+    elif hw:
+        for i in range(n):
+            ov[i] = (xv[i] - c) * a * wv[i]
+    elif hb:
+        for i in range(n):
+            ov[i] = (xv[i] - c) * a + bv[i]
+    else:
+        for i in range(n):
+            ov[i] = (xv[i] - c) * a
+
+
+@njit(cache=True)
+def _run(code, p, xv, ov, wv, bv, m, c, a, hw, hb):
+    """Pass ``p`` of op ``code`` over one run; returns the pass's partial sum. ``m``, ``c``,
+    ``a`` (row max, centre, scale) arrive in float64 and are used in the input's precision,
+    except the variance's centre which stays float64."""
+    if p == 0:
+        if code == SOFTMAX or code == LOG_SOFTMAX:
+            return np.float64(0.0)          # max is handled by _row_max
+        elif code == LAYER_NORM:
+            return _sum_run(xv, 0.0)
+        return _sq_sum(xv)
+    elif p == 1:
+        if code == SOFTMAX:
+            return _exp_store_sum(xv, ov, cast_like(xv, m))
+        elif code == LOG_SOFTMAX:
+            return _exp_sum(xv, cast_like(xv, m))
+        return _sq_dev_sum(xv, c)
+    if code == SOFTMAX:
+        _scale(ov, cast_like(xv, a))
+    elif code == LOG_SOFTMAX:
+        _shift(xv, ov, cast_like(xv, m), cast_like(xv, c))
+    else:
+        _norm_write(xv, ov, wv, bv, cast_like(xv, c), cast_like(xv, a), hw, hb)
+    return np.float64(0.0)
+
+
+@njit(cache=True)
+def _row_pass(code, p, x, w, b, o, base, common, contig, m, c, a, hw, hb):
+    """One pass over a row (all its runs); returns the sum of the runs' results."""
+    runs, L, ndo = red_runs(common, _RB)
+    sx = common[_RB + R_STR + X * MAX_RED + ndo]
+    so = common[_RB + R_STR + OUT * MAX_RED + ndo]
+    sw = common[_RB + R_STR + W * MAX_RED + ndo]
+    sb = common[_RB + R_STR + B * MAX_RED + ndo]
+    total = 0.0
+    for k in range(runs):
+        px = base[X] + red_offset(common, _RB, k, ndo, X)
+        po = base[OUT] + red_offset(common, _RB, k, ndo, OUT)
+        pw = base[W] + red_offset(common, _RB, k, ndo, W) if hw else 0
+        pb = base[B] + red_offset(common, _RB, k, ndo, B) if hb else 0
+        if contig:
+            xv = x[px:px + L]
+            total += _run(code, p, xv, o[po:po + L], w[pw:pw + L] if hw else xv,
+                          b[pb:pb + L] if hb else xv, m, c, a, hw, hb)
+        else:
+            xs = strided(x, px, sx, L)
+            total += _run(code, p, xs, strided(o, po, so, L),
+                          strided(w, pw, sw, L) if hw else xs,
+                          strided(b, pb, sb, L) if hb else xs, m, c, a, hw, hb)
+    return total
+
+
+@njit(cache=True)
+def _row_max(x, xo, common, lanes):
+    runs, L, ndo = red_runs(common, _RB)
+    sx = common[_RB + R_STR + X * MAX_RED + ndo]
+    m = x[xo]
+    for k in range(runs):
+        p = xo + red_offset(common, _RB, k, ndo, X)
+        if sx == 1:
+            m = nan_max(m, _ext_run(x[p:p + L], True, lanes))
+        else:
+            m = nan_max(m, _ext_run(strided(x, p, sx, L), True, lanes))
+    return m
+
+
+@njit(cache=True)
+def _lanes_row(code, x, w, b, o, base, common, eps, hw, hb, lanes):
+    count = common[_RB + R_COUNT]
+    runs, L, ndo = red_runs(common, _RB)
+    contig = (common[_RB + R_STR + X * MAX_RED + ndo] == 1
+              and common[_RB + R_STR + OUT * MAX_RED + ndo] == 1
+              and (not hw or common[_RB + R_STR + W * MAX_RED + ndo] == 1)
+              and (not hb or common[_RB + R_STR + B * MAX_RED + ndo] == 1))
+    if code == SOFTMAX or code == LOG_SOFTMAX:
+        m = np.float64(_row_max(x, base[X], common, lanes))
+        s = _row_pass(code, 1, x, w, b, o, base, common, contig, m, 0.0, 0.0, hw, hb)
+        if code == SOFTMAX:
+            _row_pass(code, 2, x, w, b, o, base, common, contig, m, 0.0, 1.0 / s, hw, hb)
+        else:
+            _row_pass(code, 2, x, w, b, o, base, common, contig, m, np.log(s), 0.0, hw, hb)
+        return
+    if code == LAYER_NORM and x.itemsize == 4:
+        # float32 input: one pass for both moments; in float64 the cancellation of
+        # E[x^2] - mean^2 costs log10(mean^2 / var) of 16 digits, far below float32's 7
+        s1, s2 = _row_moments(x, base[X], common)
+        c = s1 / count
+        var = max(s2 / count - c * c, 0.0)
+        _row_pass(code, 2, x, w, b, o, base, common, contig, 0.0, c, 1.0 / np.sqrt(var + eps),
+                  hw, hb)
+        return
+    s1 = _row_pass(code, 0, x, w, b, o, base, common, contig, 0.0, 0.0, 0.0, hw, hb)
+    if code == LAYER_NORM:
+        c = s1 / count
+        var = _row_pass(code, 1, x, w, b, o, base, common, contig, 0.0, c, 0.0, hw, hb) / count
+    else:
+        var = s1 / count
+        c = 0.0
+    _row_pass(code, 2, x, w, b, o, base, common, contig, 0.0, c, 1.0 / np.sqrt(var + eps),
+              hw, hb)
+
+
+# ---- COLUMNS: vectors of neighbouring rows ---------------------------------------------------
+@njit(cache=True)
+def _cstep(code, p, xv, ov, mx, sa, sb, ca, cb, wk, bk):
+    n = xv.shape[0]
+    if p == 0:
+        if code == SOFTMAX or code == LOG_SOFTMAX:
+            for j in range(n):
+                mx[j] = nan_max(mx[j], xv[j])
+        elif code == LAYER_NORM:
+            for j in range(n):
+                sa[j] += xv[j]
+        else:
+            for j in range(n):
+                d = np.float64(xv[j])
+                sa[j] += d * d
+    elif p == 1:
+        if code == SOFTMAX:
+            for j in range(n):
+                e = mathfuncs.exp(xv[j] - mx[j])
+                ov[j] = e
+                sa[j] += e
+        elif code == LOG_SOFTMAX:
+            for j in range(n):
+                sa[j] += mathfuncs.exp(xv[j] - mx[j])
+        else:
+            for j in range(n):
+                d = np.float64(xv[j]) - sb[j]
+                sa[j] += d * d
+    else:
+        if code == SOFTMAX:
+            for j in range(n):
+                ov[j] = ov[j] * ca[j]
+        elif code == LOG_SOFTMAX:
+            for j in range(n):
+                ov[j] = (xv[j] - mx[j]) - cb[j]
+        else:
+            for j in range(n):
+                ov[j] = (xv[j] - cb[j]) * ca[j] * wk + bk
+
+
+@njit(cache=True)
+def _cols_pass(code, p, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb):
+    runs, L, ndo = red_runs(common, _RB)
+    sx = common[_RB + R_STR + X * MAX_RED + ndo]
+    so = common[_RB + R_STR + OUT * MAX_RED + ndo]
+    sw = common[_RB + R_STR + W * MAX_RED + ndo]
+    sbias = common[_RB + R_STR + B * MAX_RED + ndo]
+    one = cast_like(x, 1.0)
+    for k in range(runs):
+        px = base[X] + red_offset(common, _RB, k, ndo, X)
+        po = base[OUT] + red_offset(common, _RB, k, ndo, OUT)
+        pw = base[W] + red_offset(common, _RB, k, ndo, W)
+        pb = base[B] + red_offset(common, _RB, k, ndo, B)
+        for i in range(L):
+            wk = w[pw + i * sw] if hw else one
+            bk = b[pb + i * sbias] if hb else one - one
+            qx = px + i * sx
+            qo = po + i * so
+            if xsn == 1 and osn == 1:
+                _cstep(code, p, x[qx:qx + v1], o[qo:qo + v1], mx, sa, sb, ca, cb, wk, bk)
+            else:
+                _cstep(code, p, strided(x, qx, xsn, v1), strided(o, qo, osn, v1), mx, sa, sb,
+                       ca, cb, wk, bk)
+
+
+@njit(cache=True)
+def _cols_rows(code, x, w, b, o, base, xsn, osn, v1, common, eps, hw, hb):
+    count = common[_RB + R_COUNT]
+    mx = np.empty(v1, dtype=x.dtype)
+    ca = np.empty(v1, dtype=x.dtype)
+    cb = np.empty(v1, dtype=x.dtype)
+    sa = np.zeros(v1)
+    sb = np.zeros(v1)
+    if code == SOFTMAX or code == LOG_SOFTMAX:
+        for j in range(v1):
+            mx[j] = x[base[X] + j * xsn]
+        _cols_pass(code, 0, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
+        _cols_pass(code, 1, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
+        for j in range(v1):
+            ca[j] = 1.0 / sa[j]
+            cb[j] = np.log(sa[j])
+        _cols_pass(code, 2, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
+        return
+    _cols_pass(code, 0, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
+    if code == LAYER_NORM:
+        for j in range(v1):
+            sb[j] = sa[j] / count
+            sa[j] = 0.0
+        _cols_pass(code, 1, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
+    for j in range(v1):
+        cb[j] = sb[j] if code == LAYER_NORM else 0.0
+        ca[j] = 1.0 / np.sqrt(sa[j] / count + eps)
+    _cols_pass(code, 2, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
+
+
+# ---- entries -------------------------------------------------------------------------------
+@njit(cache=True)
+def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb):
+    local = entries[e, E_KID] - common[C_IDBASE]
+    code = common[C_OPBASE] + local // N_SLOTS
+    t0, t1 = tile_geometry(local % N_SLOTS)
+    r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
+    r1, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
+    if v0 == 0 or v1 == 0:
+        return
+    start = np.empty(_OPERANDS, dtype=np.int64)
+    sm = np.empty(_OPERANDS, dtype=np.int64)
+    sn = np.empty(_OPERANDS, dtype=np.int64)
+    for q in range(_OPERANDS):
+        sm[q] = common[C_OPS + q * OP_BLOCK + OP_SM]
+        sn[q] = common[C_OPS + q * OP_BLOCK + OP_SN]
+        start[q] = outer_offset(common, q, outer) + r0 * sm[q] + r1 * sn[q]
+    base = np.empty(_OPERANDS, dtype=np.int64)
+    if common[_RB + R_STRATEGY] == STRAT_COLUMNS:
+        for r in range(v0):
+            for q in range(_OPERANDS):
+                base[q] = start[q] + r * sm[q]
+            _cols_rows(code, x, w, b, o, base, sn[X], sn[OUT], v1, common, eps, hw, hb)
+        return
+    lanes = np.empty(LW, dtype=x.dtype)
+    for r in range(v0):
+        for j in range(v1):
+            for q in range(_OPERANDS):
+                base[q] = start[q] + r * sm[q] + j * sn[q]
+            _lanes_row(code, x, w, b, o, base, common, eps, hw, hb, lanes)
+
+
+def rowwise_driver(x, w, b, o, common, entries, fattrs):
+    """Row-wise op over every entry x outer index; fattrs = (epsilon, has weight, has bias)."""
+    n_entries = entries.shape[0]
+    total = n_entries * common[C_NOUTER]
+    eps = fattrs[0]
+    hw = fattrs[1] != 0
+    hb = fattrs[2] != 0
+    for c in prange(N_CHUNKS):    # cyclic distribution, see reduce.chunk_start
+        for idx in range(chunk_start(c), total, N_CHUNKS):
+            _rowwise_entry(x, w, b, o, common, entries, idx % n_entries, idx // n_entries,
+                           eps, hw, hb)
+
+
+def _signature(dtype):
+    ro = types.Array(getattr(types, dtype), 1, "C", readonly=True)
+    rw = types.Array(getattr(types, dtype), 1, "C")
+    return (ro, ro, ro, rw, types.Array(types.int64, 1, "C", readonly=True),
+            types.Array(types.int64, 2, "C", readonly=True),
+            types.Array(types.float64, 1, "C", readonly=True))
+
+
+def _register():
+    from .. import drivers
+    drivers.register("rowwise", rowwise_driver, _signature)
+
+
+_register()

@@ -1,0 +1,255 @@
+"""Reductions (sum, mean, max, min, argmax, argmin) against NumPy, their tables and errors."""
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import dynshape
+from dynshape import config, testing
+from dynshape.bucket import bucket
+from dynshape.reduce_executor import WalkTiling
+from dynshape_kernels.catalog import CATALOG
+from dynshape_kernels.common_area import STRAT_COLUMNS, STRAT_LANES
+from dynshape_kernels.tail_mode import OVERLAP, TailMode
+
+DTYPES = ("float32", "float64", "int32", "int64")
+OPS = ("sum", "mean", "max", "min", "argmax", "argmin")
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _warm():
+    dynshape.warm(["reduce"])
+
+
+def _reference(op, x, axis, keepdims):
+    if op.startswith("arg"):
+        return getattr(np, op)(x, axis=axis, keepdims=keepdims)
+    if op in ("sum", "mean") and x.dtype.kind == "f":
+        # exact-ish float64 reference; dynshape accumulates float32 in float64
+        r = getattr(np, op)(x.astype(np.float64), axis=axis, keepdims=keepdims)
+        return np.asarray(r).astype(x.dtype)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return getattr(np, op)(x, axis=axis, keepdims=keepdims)
+
+
+def _check(op, x, axis, keepdims, res):
+    with np.errstate(all="ignore"):
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            np_res = np.asarray(getattr(np, op)(x, axis=axis, keepdims=keepdims))
+    res = np.asarray(res)
+    assert res.dtype == np_res.dtype, (res.dtype, np_res.dtype)
+    assert res.shape == np_res.shape
+    ref = np.asarray(_reference(op, x, axis, keepdims))
+    if op in ("sum", "mean") and x.dtype.kind == "f":
+        # documented bound: float64 accumulation, at most count/16+16 roundings of sum|x|
+        ax = tuple(range(x.ndim)) if axis is None else axis
+        scale = np.abs(x.astype(np.float64)).sum(axis=ax, keepdims=keepdims)
+        if op == "mean":
+            scale = scale / max(1, int(np.prod([x.shape[a] for a in np.atleast_1d(ax)])))
+        eps = float(np.finfo(x.dtype).eps)
+        r64, ref64 = res.astype(np.float64), ref.astype(np.float64)
+        nan = np.isnan(ref64)
+        assert (np.isnan(r64) == nan).all()
+        bound = 2 * eps * np.abs(ref64) + 64 * eps * scale
+        assert (np.abs(r64 - ref64)[~nan] <= bound[~nan]).all(), (res, ref)
+    else:
+        np.testing.assert_array_equal(res, ref)
+
+
+@st.composite
+def cases(draw, ops=OPS, dtypes=DTYPES):
+    op = draw(st.sampled_from(ops))
+    dtype = draw(st.sampled_from(dtypes))
+    shape = draw(testing.shapes(max_rank=5, max_side=9))
+    x = draw(testing.views(shape, dtype=dtype))
+    if dtype.startswith("float") and x.size and draw(st.integers(0, 5)) == 0:
+        x = x.copy()
+        flat = x.reshape(-1)
+        for _ in range(draw(st.integers(1, 3))):
+            flat[draw(st.integers(0, x.size - 1))] = np.nan
+    if op.startswith("arg"):
+        axis = draw(st.one_of(st.none(), st.integers(-max(x.ndim, 1), max(x.ndim - 1, 0))))
+    else:
+        axis = draw(st.one_of(
+            st.none(),
+            st.integers(-max(x.ndim, 1), max(x.ndim - 1, 0)),
+            st.lists(st.integers(0, max(x.ndim - 1, 0)), unique=True,
+                     max_size=x.ndim).map(tuple)))
+    if x.ndim == 0 and axis is not None and not isinstance(axis, tuple):
+        axis = None
+    keepdims = draw(st.booleans())
+    return op, x, axis, keepdims
+
+
+def _empty_error(op, x, axis):
+    axes = range(x.ndim) if axis is None else np.atleast_1d(axis)
+    count = int(np.prod([x.shape[a] for a in axes])) if x.ndim else 1
+    if count:
+        return False
+    return op in ("max", "min", "argmax", "argmin")
+
+
+@settings(max_examples=150)
+@given(cases())
+def test_matches_numpy(case):
+    op, x, axis, keepdims = case
+    if _empty_error(op, x, axis):
+        with pytest.raises(ValueError):
+            dynshape.run(op, x, axis=axis, keepdims=keepdims)
+        return
+    res = dynshape.run(op, x, axis=axis, keepdims=keepdims)
+    _check(op, x, axis, keepdims, res)
+
+
+@settings(max_examples=40)
+@given(cases(), st.booleans())
+def test_out(case, strided_out):
+    op, x, axis, keepdims = case
+    assume(not _empty_error(op, x, axis))
+    expect = np.asarray(dynshape.run(op, x, axis=axis, keepdims=keepdims))
+    if strided_out:
+        big = np.zeros(tuple(2 * n for n in expect.shape), dtype=expect.dtype)
+        out = big[tuple(slice(None, None, -2) for _ in expect.shape) + (Ellipsis,)]
+    else:
+        out = np.empty_like(expect)
+    before = config.counters["driver_calls"]
+    r = dynshape.run(op, x, axis=axis, keepdims=keepdims, out=out)
+    assert r is out
+    assert config.counters["driver_calls"] - before == (1 if out.size else 0)
+    np.testing.assert_array_equal(out, expect)
+
+
+def test_middle_axis_and_transposed_in_place():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((6, 300, 130)).astype(np.float32)
+    for v in (x, x.transpose(2, 0, 1), x[:, ::-3, ::2]):
+        for axis in (0, 1, 2, (0, 2), (1, 2), (0, 1)):
+            for op in ("sum", "max", "min", "mean"):
+                _check(op, v, axis, False, dynshape.run(op, v, axis=axis))
+        for axis in (0, 1, 2, None):
+            for op in ("argmax", "argmin"):
+                _check(op, v, axis, False, dynshape.run(op, v, axis=axis))
+
+
+def test_long_rows_lanes_and_nan_rules():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 5000)).astype(np.float64)
+    x[1, 777] = np.nan
+    x[1, 4000] = np.nan
+    x[2, :] = 1.0            # ties: first occurrence
+    for op in ("max", "min", "argmax", "argmin", "sum"):
+        _check(op, x, 1, False, dynshape.run(op, x, axis=1))
+    assert dynshape.run("argmax", x, axis=1)[1] == 777
+    assert dynshape.run("argmin", x, axis=1)[2] == 0
+
+
+def test_scalar_results_and_dtypes():
+    x = np.arange(12, dtype=np.int32).reshape(3, 4)
+    r = dynshape.run("sum", x)
+    assert isinstance(r, np.int64) and r == 66
+    assert dynshape.run("mean", x).dtype == np.float64
+    assert dynshape.run("argmax", x) == 11
+    assert dynshape.run("max", x, axis=0).dtype == np.int32
+    z = np.zeros((0, 3), np.float32)
+    assert dynshape.run("sum", z, axis=0).tolist() == [0, 0, 0]
+    assert np.isnan(dynshape.run("mean", z, axis=0)).all()
+    assert dynshape.run("max", z, axis=1).shape == (0,)
+    with pytest.raises(ValueError):
+        dynshape.run("max", z, axis=0)
+    with pytest.raises(ValueError):
+        dynshape.run("argmax", z, axis=0)
+    b = np.broadcast_to(np.arange(3.0), (5, 3))      # zero strides in a reduced axis
+    np.testing.assert_array_equal(dynshape.run("sum", b, axis=0), b.sum(axis=0))
+
+
+def test_out_aliasing_input():
+    x = np.arange(24, dtype=np.float64).reshape(4, 6)
+    expect = x.sum(axis=1)
+    out = x[:, 0]                     # partially overlaps the input
+    dynshape.run("sum", x, axis=1, out=out)
+    np.testing.assert_array_equal(out, expect)
+
+
+@pytest.mark.parametrize("bad, msg", [
+    (dict(axis=2), "accepted: -2..1"),
+    (dict(axis=(0, 0)), "duplicate"),
+    (dict(axis=(0, -2)), "duplicate"),
+    (dict(axis=1.5), "integer"),
+    (dict(keepdims=1), "keepdims"),
+    (dict(axes=0), "unknown attribute"),
+])
+def test_errors(bad, msg):
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(dynshape.OpAttributeError, match=msg):
+        dynshape.run("sum", x, **bad)
+
+
+def test_more_errors():
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(dynshape.OpAttributeError, match="single integer"):
+        dynshape.run("argmax", x, axis=(0, 1))
+    with pytest.raises(dynshape.DtypeError, match="float32, float64, int32, int64"):
+        dynshape.run("sum", x.astype(np.float16))
+    with pytest.raises(dynshape.ShapeError):
+        dynshape.run("sum", x, axis=0, out=np.zeros(2, np.float32))
+    with pytest.raises(dynshape.DtypeError):
+        dynshape.run("sum", x.astype(np.int32), axis=0, out=np.zeros(3, np.int32))
+    with pytest.raises(dynshape.ArgumentError):
+        dynshape.run("sum", x, x)
+
+
+def test_no_compilation_for_new_shapes():
+    rng = np.random.default_rng(3)
+    for dt in DTYPES:                  # warm: tables and every driver path
+        dynshape.run("sum", rng.standard_normal((3, 4)).astype(dt), axis=0)
+    with testing.count_compilations() as c:
+        for shape, axis in (((17, 3, 5), 1), ((2, 999), -1), ((7, 6, 5, 4), (0, 2)),
+                            ((40,), None)):
+            for dt in DTYPES:
+                x = (rng.standard_normal(shape) * 10).astype(dt)
+                for op in OPS:
+                    if op.startswith("arg") and isinstance(axis, tuple):
+                        continue
+                    dynshape.run(op, x[..., ::-1], axis=axis)
+    assert c.count == 0, c.functions
+
+
+# ---- tables --------------------------------------------------------------------------------
+@settings(max_examples=60)
+@given(st.integers(1, 300), st.integers(1, 5000), st.integers(1, 4),
+       st.sampled_from([STRAT_LANES, STRAT_COLUMNS]), st.integers(0, 10**6),
+       st.sampled_from(["simplified", "optimized"]), st.data())
+def test_tables_cover_every_output_once(m, n, n_outer, strategy, count, variant, data):
+    fam = CATALOG.families["reduce"]
+    assert TailMode.OVERLAP not in fam.tail_modes
+    bk = (bucket(m, fam.quanta[0]), bucket(n, fam.quanta[1]))
+    tiling = WalkTiling(CATALOG, "reduce", "sum", "float32", bk, (m, n), n_outer, False,
+                        fam.tail_modes, count=count, strategy=strategy)
+    comb = tiling.simplified() if variant == "simplified" else tiling.optimized()
+    t = dynshape.ParamTable("reduce", "sum", "float32", "cpu", CATALOG.hash, bk, comb.entries,
+                            np.zeros(0), 2, CATALOG.family_base("reduce", "float32"), 0,
+                            comb.variant, comb.cost, comb.description, (m, n))
+    assert not (t.entries[:, 1:3] == OVERLAP).any()
+    (lo0, hi0), (lo1, hi1) = bk
+    mm = data.draw(st.integers(lo0 + 1, hi0))
+    nn = data.draw(st.integers(lo1 + 1, hi1))
+    counts = testing.check_coverage(t, (mm, nn))
+    assert (counts == 1).all()
+
+
+def test_explained_tables_cover_once_and_offer_choices():
+    seen = set()
+    for shape, axis in (((64, 513, 1027), 1), ((64, 513, 1027), -1), ((77, 30522), 0),
+                        ((5, 3), None), ((1000, 3), 0), ((8, 100000), -1), ((77, 3000), -1)):
+        t = dynshape.explain("sum", shape, axis=axis)
+        m, n = t.shape
+        assert (testing.check_coverage(t, (m, n)) == 1).all()
+        seen.add(tuple(sorted({CATALOG[int(k)].tile for k in t.entries[:, 0]})))
+    assert len(seen) > 1        # the optimized combination really chooses between tiles

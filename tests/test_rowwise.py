@@ -1,0 +1,222 @@
+"""Row-wise ops (softmax, log_softmax, layer_norm, rms_norm) against NumPy, tables, errors."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dynshape
+from dynshape import config, testing
+from dynshape_kernels.catalog import CATALOG
+from dynshape_kernels.tail_mode import OVERLAP, TailMode
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _warm():
+    dynshape.warm(["rowwise"])
+
+
+# ---- float64 references ----------------------------------------------------------------------
+def ref_softmax(x, axis):
+    x = x.astype(np.float64)
+    m = x.max(axis=axis, keepdims=True)
+    e = np.exp(x - m)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def ref_log_softmax(x, axis):
+    x = x.astype(np.float64)
+    m = x.max(axis=axis, keepdims=True)
+    return (x - m) - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+
+
+def _norm_axes(x, axis):
+    return tuple(range(axis % x.ndim, x.ndim))
+
+
+def ref_layer_norm(x, w=None, b=None, axis=-1, eps=1e-5):
+    ax = _norm_axes(x, axis)
+    x = x.astype(np.float64)
+    mu = x.mean(axis=ax, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=ax, keepdims=True)
+    y = (x - mu) / np.sqrt(var + eps)
+    if w is not None:
+        y = y * w
+    if b is not None:
+        y = y + b
+    return y
+
+
+def ref_rms_norm(x, w=None, axis=-1, eps=1e-5):
+    ax = _norm_axes(x, axis)
+    x = x.astype(np.float64)
+    y = x / np.sqrt((x * x).mean(axis=ax, keepdims=True) + eps)
+    return y if w is None else y * w
+
+
+def _close(res, ref, dtype):
+    tol = 2e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(res.astype(np.float64), ref, rtol=tol, atol=tol)
+
+
+@st.composite
+def cases(draw):
+    op = draw(st.sampled_from(["softmax", "log_softmax", "layer_norm", "rms_norm"]))
+    dtype = draw(st.sampled_from(["float32", "float64"]))
+    shape = draw(testing.shapes(max_rank=5, max_side=9).filter(lambda s: len(s) >= 1))
+    x = draw(testing.views(shape, dtype=dtype))
+    axis = draw(st.integers(-x.ndim, x.ndim - 1))
+    return op, x, axis
+
+
+def _params(op, x, axis, draw):
+    norm = x.shape[axis % x.ndim:]
+    rng = np.random.default_rng(draw(st.integers(0, 1000)))
+    w = b = None
+    if op in ("layer_norm", "rms_norm") and draw(st.booleans()):
+        wshape = norm[draw(st.integers(0, len(norm))):]          # broadcasts to norm
+        w = rng.standard_normal(wshape).astype(x.dtype)
+    if op == "layer_norm" and draw(st.booleans()):
+        b = rng.standard_normal(norm).astype(x.dtype)
+    return w, b
+
+
+def _run_and_ref(op, x, axis, w, b, out=None):
+    if x.size == 0:
+        args = {"softmax": (), "log_softmax": (), "layer_norm": (w, b), "rms_norm": (w,)}[op]
+        return dynshape.run(op, x, *args, axis=axis, out=out), np.empty(x.shape)
+    if op == "softmax":
+        return dynshape.run(op, x, axis=axis, out=out), ref_softmax(x, axis)
+    if op == "log_softmax":
+        return dynshape.run(op, x, axis=axis, out=out), ref_log_softmax(x, axis)
+    if op == "layer_norm":
+        return (dynshape.run(op, x, w, b, axis=axis, out=out),
+                ref_layer_norm(x, w, b, axis))
+    return dynshape.run(op, x, w, axis=axis, out=out), ref_rms_norm(x, w, axis)
+
+
+@settings(max_examples=120)
+@given(cases(), st.data())
+def test_matches_numpy(case, data):
+    op, x, axis = case
+    w, b = _params(op, x, axis, data.draw)
+    res, ref = _run_and_ref(op, x, axis, w, b)
+    assert res.shape == x.shape and res.dtype == x.dtype
+    _close(res, ref, x.dtype)
+
+
+@settings(max_examples=40)
+@given(cases(), st.sampled_from(["fresh", "strided", "alias"]), st.data())
+def test_out(case, kind, data):
+    op, x, axis = case
+    w, b = _params(op, x, axis, data.draw)
+    expect = _run_and_ref(op, x, axis, w, b)[1]
+    if kind == "alias":
+        x = x.copy() if not x.flags.writeable else x
+        out = x                                   # computed in place
+        x_in = x
+    elif kind == "strided":
+        big = np.zeros(tuple(2 * n for n in x.shape), dtype=x.dtype)
+        out = big[tuple(slice(None, None, -2) for _ in x.shape)]
+        x_in = x
+    else:
+        out = np.empty_like(x)
+        x_in = x
+    before = config.counters["driver_calls"]
+    r = _run_and_ref(op, x_in, axis, w, b, out=out)[0]
+    assert r is out
+    assert config.counters["driver_calls"] - before == (1 if x.size else 0)
+    _close(out, expect, x.dtype)
+
+
+def test_large_rows_and_middle_axis():
+    rng = np.random.default_rng(0)
+    logits = (rng.standard_normal((7, 3001)) * 5).astype(np.float32)
+    _close(dynshape.run("softmax", logits), ref_softmax(logits, -1), np.float32)
+    _close(dynshape.run("log_softmax", logits), ref_log_softmax(logits, -1), np.float32)
+    x = rng.standard_normal((4, 700, 33)).astype(np.float32)
+    for v in (x, x[:, ::-1], x.transpose(2, 1, 0)):
+        for axis in (0, 1, 2):
+            _close(dynshape.run("softmax", v, axis=axis), ref_softmax(v, axis), np.float32)
+        _close(dynshape.run("layer_norm", v, axis=1), ref_layer_norm(v, axis=1), np.float32)
+    h = rng.standard_normal((50, 768)).astype(np.float64) + 100.0    # large mean
+    w = rng.standard_normal(768)
+    b = rng.standard_normal(768)
+    _close(dynshape.run("layer_norm", h, w, b), ref_layer_norm(h, w, b), np.float64)
+    _close(dynshape.run("rms_norm", h, w, epsilon=1e-6), ref_rms_norm(h, w, eps=1e-6),
+           np.float64)
+
+
+def test_special_values():
+    x = np.array([[0.0, -np.inf, 1.0], [np.nan, 1.0, 2.0], [np.inf, 1.0, 0.0]], np.float32)
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(dynshape.run("softmax", x)[:2],
+                                   ref_softmax(x, -1)[:2].astype(np.float32), rtol=1e-6)
+        got = dynshape.run("softmax", x)[2]
+        assert np.isnan(got).sum() == np.isnan(ref_softmax(x, -1)[2]).sum()
+
+
+def test_in_place_softmax_is_one_call():
+    x = np.random.default_rng(4).standard_normal((33, 65)).astype(np.float32)
+    expect = ref_softmax(x, -1)
+    before = config.counters["driver_calls"]
+    dynshape.run("softmax", x, out=x)
+    assert config.counters["driver_calls"] - before == 1
+    _close(x, expect, np.float32)
+
+
+def test_errors():
+    x = np.zeros((2, 3, 4), np.float32)
+    with pytest.raises(dynshape.OpAttributeError, match="accepted: -3..2"):
+        dynshape.run("softmax", x, axis=3)
+    with pytest.raises(dynshape.OpAttributeError, match="single integer"):
+        dynshape.run("softmax", x, axis=(1, 2))
+    with pytest.raises(dynshape.OpAttributeError, match="unknown attribute"):
+        dynshape.run("softmax", x, dim=1)
+    with pytest.raises(dynshape.DtypeError, match="float32, float64"):
+        dynshape.run("layer_norm", x.astype(np.int32))
+    with pytest.raises(dynshape.ShapeError, match=r"expected the normalized shape \(3, 4\)"):
+        dynshape.run("layer_norm", x, np.ones(3, np.float32), axis=1)
+    with pytest.raises(dynshape.ShapeError, match=r"bias has shape \(5,\)"):
+        dynshape.run("layer_norm", x, None, np.ones(5, np.float32))
+    with pytest.raises(dynshape.ArgumentError):
+        dynshape.run("rms_norm", x, x, x)
+    with pytest.raises(dynshape.ShapeError):
+        dynshape.run("softmax", x, out=np.zeros((2, 3), np.float32))
+    with pytest.raises(dynshape.OpAttributeError, match="epsilon"):
+        dynshape.run("layer_norm", x, epsilon="big")
+
+
+def test_no_compilation_for_new_shapes():
+    rng = np.random.default_rng(5)
+    for dt in ("float32", "float64"):
+        dynshape.run("softmax", rng.standard_normal((3, 4)).astype(dt))
+    with testing.count_compilations() as c:
+        for shape in ((5, 17), (2, 3, 1000), (9,), (4, 1, 6, 2)):
+            for dt in ("float32", "float64"):
+                x = rng.standard_normal(shape).astype(dt)
+                w = np.ones(shape[-1], dt)
+                for axis in (0, -1):
+                    dynshape.run("softmax", x[..., ::-1], axis=axis)
+                    dynshape.run("log_softmax", x, axis=axis)
+                dynshape.run("layer_norm", x, w, w)
+                dynshape.run("rms_norm", x.T, axis=0)
+    assert c.count == 0, c.functions
+
+
+@settings(max_examples=30)
+@given(st.sampled_from([((77, 30522), -1), ((4096, 768), -1), ((3, 500, 64), 1),
+                        ((2, 9, 5, 7), 2), ((1, 5), 0)]),
+       st.sampled_from(["softmax", "layer_norm"]), st.data())
+def test_tables_cover_rows_once(case, op, data):
+    shape, axis = case
+    fam = CATALOG.families["rowwise"]
+    assert TailMode.OVERLAP not in fam.tail_modes
+    t = dynshape.explain(op, shape, axis=axis)
+    assert not (t.entries[:, 1:3] == OVERLAP).any()
+    assert (testing.check_coverage(t, t.shape) == 1).all()
+    (lo0, hi0), (lo1, hi1) = t.bucket
+    m = data.draw(st.integers(lo0 + 1, hi0))
+    n = data.draw(st.integers(lo1 + 1, hi1))
+    assert (testing.check_coverage(t, (m, n)) == 1).all()
