@@ -15,12 +15,14 @@ from ..common_area import (C_IDBASE, C_OPBASE, C_M, C_N, C_NDOUTER, C_NOUTER, C_
 from ..tail_mode import ANCHOR_END, DISCARD, VARIABLE_PARTIAL
 from .scalar_ops import (ABS, ADD, CLIP, DIV, EXP, GELU, GELU_TANH, IDENTITY, LEAKY_RELU, LOG,
                          MAXIMUM, MINIMUM, MUL, NEG, RECIPROCAL, RELU, SIGMOID, SILU, SQRT, SUB, TANH,
-                         binary_scalar, cast_like, float_unary, int_pow, relu, unary_scalar,
+                         binary_scalar, cast_like, float_unary, int_pow, relu,
                          vmax, vmin)
 
 # Tile shapes (rows, columns, partial window on columns) of the elementwise static kernels,
 # by slot. Row tiles of three lengths and a square tile for transposed access.
-ELEMENTWISE_TILES = ((1, 512, 32), (1, 4096, 64), (1, 16384, 64), (32, 32, 8))
+# A 32x32 tile was 3x slower than 16x64 on transposed copies (cache-set conflicts of 32
+# columns with a large stride); 16x64 stays close to NumPy's blocked transpose.
+ELEMENTWISE_TILES = ((1, 512, 32), (1, 4096, 64), (1, 16384, 64), (16, 64, 8))
 N_SLOTS = len(ELEMENTWISE_TILES)
 # Below this many elements the entries run on the calling thread: waking the thread pool
 # costs more than it saves (about 10 us per parallel launch measured on this machine).
@@ -114,40 +116,78 @@ def _map_contig(code, xv, ov, n, a0, a1):
 
 
 @njit(cache=True)
-def _unary_row(code, x, xb, xs, o, ob, os, n, a0, a1):
+def _unary_row(code, x, xb, xs, o, ob, os, n, a0, a1, scratch):
+    """One row. Strided rows are gathered into ``scratch`` in chunks, mapped by the same
+    vectorized loops as contiguous rows, and scattered back."""
     if xs == 1 and os == 1:
         _map_contig(code, x[xb:xb + n], o[ob:ob + n], n, a0, a1)
-    else:
-        for i in range(n):
-            o[ob + i * os] = unary_scalar(code, x[xb + i * xs], a0, a1)
+        return
+    k = 0
+    while k < n:
+        c = min(n - k, scratch.size)
+        for i in range(c):
+            scratch[i] = x[xb + (k + i) * xs]
+        _map_contig(code, scratch, scratch, c, a0, a1)
+        for i in range(c):
+            o[ob + (k + i) * os] = scratch[i]
+        k += c
 
 
 @njit(cache=True)
 def _unary_rows(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, mode1, t1, w1, a0, a1):
     """Valid rows of a tile; a VARIABLE_PARTIAL column tail runs T1-w fixed + a short rest."""
     split = t1 - w1 if (mode1 == VARIABLE_PARTIAL and v1 >= t1 - w1) else 0
+    scratch = o[:0] if (xsn == 1 and osn == 1) else np.empty(min(t1, 1024), dtype=o.dtype)
     for r in range(v0):
         xr = xb + r * xsm
         orow = ob + r * osm
         if split > 0:
-            _unary_row(code, x, xr, xsn, o, orow, osn, split, a0, a1)
+            _unary_row(code, x, xr, xsn, o, orow, osn, split, a0, a1, scratch)
             _unary_row(code, x, xr + split * xsn, xsn, o, orow + split * osn, osn,
-                       v1 - split, a0, a1)
+                       v1 - split, a0, a1, scratch)
         else:
-            _unary_row(code, x, xr, xsn, o, orow, osn, v1, a0, a1)
+            _unary_row(code, x, xr, xsn, o, orow, osn, v1, a0, a1, scratch)
 
 
 @njit(cache=True)
-def _unary_discard(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1):
-    """DISCARD tail: the full tile is computed on a zero-padded scratch copy."""
-    scratch = np.zeros(t0 * t1, dtype=o.dtype)
-    for r in range(v0):
+def gather_tile(x, xb, xsm, xsn, v0, v1, buf, pitch):
+    """Copy the valid v0 x v1 region of a strided tile into ``buf`` (row pitch ``pitch``),
+    walking the source along its smaller stride (a blocked transpose for transposed reads)."""
+    if abs(xsm) < abs(xsn):
         for c in range(v1):
-            scratch[r * t1 + c] = cast_like(o, x[xb + r * xsm + c * xsn])
-    _map_contig(code, scratch, scratch, t0 * t1, a0, a1)
-    for r in range(v0):
+            src = xb + c * xsn
+            for r in range(v0):
+                buf[r * pitch + c] = x[src + r * xsm]
+    else:
+        for r in range(v0):
+            src = xb + r * xsm
+            for c in range(v1):
+                buf[r * pitch + c] = x[src + c * xsn]
+
+
+@njit(cache=True)
+def scatter_tile(o, ob, osm, osn, v0, v1, buf, pitch):
+    """Write the valid region of ``buf`` to a strided output tile (the inverse of gather)."""
+    if abs(osm) < abs(osn):
         for c in range(v1):
-            o[ob + r * osm + c * osn] = scratch[r * t1 + c]
+            dst = ob + c * osn
+            for r in range(v0):
+                o[dst + r * osm] = buf[r * pitch + c]
+    else:
+        for r in range(v0):
+            dst = ob + r * osm
+            for c in range(v1):
+                o[dst + c * osn] = buf[r * pitch + c]
+
+
+@njit(cache=True)
+def _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1, full):
+    """A tile through a scratch copy: DISCARD tails (``full``: the whole zero-padded tile is
+    computed, the invalid part dropped) and 2-D tiles with strided columns (valid part only)."""
+    buf = np.zeros(t0 * t1, dtype=o.dtype) if full else np.empty(t0 * t1, dtype=o.dtype)
+    gather_tile(x, xb, xsm, xsn, v0, v1, buf, t1)
+    _map_contig(code, buf, buf, t0 * t1 if full else (v0 - 1) * t1 + v1, a0, a1)
+    scatter_tile(o, ob, osm, osn, v0, v1, buf, t1)
 
 
 @njit(cache=True)
@@ -169,7 +209,9 @@ def _unary_entry(x, o, common, entries, e, oi, a0, a1):
     ob = outer_offset(common, 0, oi) + r0 * osm + r1 * osn
     discard = entries[e, E_MODE0] == DISCARD or entries[e, E_MODE1] == DISCARD
     if discard and (v0 < t0 or v1 < t1):
-        _unary_discard(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1)
+        _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1, True)
+    elif t0 > 1 and (xsn != 1 or osn != 1):
+        _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1, False)
     else:
         _unary_rows(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, entries[e, E_MODE1],
                     t1, w1, a0, a1)
@@ -254,7 +296,7 @@ def _zip_scalar_a(code, a, bv, ov, n):
 
 
 @njit(cache=True)
-def _binary_row(code, a, ab, asn, b, bb, bsn, o, ob, osn, n):
+def _binary_row(code, a, ab, asn, b, bb, bsn, o, ob, osn, n, sa, sb):
     if osn == 1 and asn == 1 and bsn == 1:
         _zip_contig(code, a[ab:ab + n], b[bb:bb + n], o[ob:ob + n], n)
     elif osn == 1 and asn == 1 and bsn == 0:
@@ -262,22 +304,30 @@ def _binary_row(code, a, ab, asn, b, bb, bsn, o, ob, osn, n):
     elif osn == 1 and asn == 0 and bsn == 1:
         _zip_scalar_a(code, a[ab], b[bb:bb + n], o[ob:ob + n], n)
     else:
-        for i in range(n):
-            o[ob + i * osn] = binary_scalar(code, a[ab + i * asn], b[bb + i * bsn])
+        # strided: gather chunks into sa/sb, run the vectorized loop, scatter
+        k = 0
+        while k < n:
+            c = min(n - k, sa.size)
+            for i in range(c):
+                sa[i] = a[ab + (k + i) * asn]
+                sb[i] = b[bb + (k + i) * bsn]
+            _zip_contig(code, sa, sb, sa, c)
+            for i in range(c):
+                o[ob + (k + i) * osn] = sa[i]
+            k += c
 
 
 @njit(cache=True)
-def _binary_discard(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, osn, v0, v1, t0, t1):
-    sa = np.zeros(t0 * t1, dtype=o.dtype)
-    sb = np.ones(t0 * t1, dtype=o.dtype)
-    for r in range(v0):
-        for c in range(v1):
-            sa[r * t1 + c] = a[ab + r * asm + c * asn]
-            sb[r * t1 + c] = b[bb + r * bsm + c * bsn]
-    _zip_contig(code, sa, sb, sa, t0 * t1)
-    for r in range(v0):
-        for c in range(v1):
-            o[ob + r * osm + c * osn] = sa[r * t1 + c]
+def _binary_scratch(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, osn, v0, v1, t0, t1,
+                    full):
+    """DISCARD tails (whole zero/one-padded tile computed) and strided 2-D tiles, through
+    scratch copies of both operands."""
+    sa = np.zeros(t0 * t1, dtype=o.dtype) if full else np.empty(t0 * t1, dtype=o.dtype)
+    sb = np.ones(t0 * t1, dtype=o.dtype) if full else np.empty(t0 * t1, dtype=o.dtype)
+    gather_tile(a, ab, asm, asn, v0, v1, sa, t1)
+    gather_tile(b, bb, bsm, bsn, v0, v1, sb, t1)
+    _zip_contig(code, sa, sb, sa, t0 * t1 if full else (v0 - 1) * t1 + v1)
+    scatter_tile(o, ob, osm, osn, v0, v1, sa, t1)
 
 
 @njit(cache=True)
@@ -302,20 +352,29 @@ def _binary_entry(a, b, o, common, entries, e, oi):
     ob = outer_offset(common, 0, oi) + r0 * osm + r1 * osn
     discard = entries[e, E_MODE0] == DISCARD or entries[e, E_MODE1] == DISCARD
     if discard and (v0 < t0 or v1 < t1):
-        _binary_discard(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, osn, v0, v1, t0, t1)
+        _binary_scratch(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, osn, v0, v1, t0, t1,
+                        True)
+        return
+    if t0 > 1 and (asn > 1 or asn < 0 or bsn > 1 or bsn < 0 or osn != 1):
+        _binary_scratch(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, osn, v0, v1, t0, t1,
+                        False)
         return
     mode1 = entries[e, E_MODE1]
     split = t1 - w1 if (mode1 == VARIABLE_PARTIAL and v1 >= t1 - w1) else 0
+    unit = osn == 1 and (asn == 1 or asn == 0) and (bsn == 1 or bsn == 0) and asn + bsn > 0
+    chunk = 0 if unit else min(t1, 1024)
+    sa = o[:0] if unit else np.empty(chunk, dtype=o.dtype)
+    sb = o[:0] if unit else np.empty(chunk, dtype=o.dtype)
     for r in range(v0):
         ar = ab + r * asm
         br = bb + r * bsm
         orow = ob + r * osm
         if split > 0:
-            _binary_row(code, a, ar, asn, b, br, bsn, o, orow, osn, split)
+            _binary_row(code, a, ar, asn, b, br, bsn, o, orow, osn, split, sa, sb)
             _binary_row(code, a, ar + split * asn, asn, b, br + split * bsn, bsn,
-                        o, orow + split * osn, osn, v1 - split)
+                        o, orow + split * osn, osn, v1 - split, sa, sb)
         else:
-            _binary_row(code, a, ar, asn, b, br, bsn, o, orow, osn, v1)
+            _binary_row(code, a, ar, asn, b, br, bsn, o, orow, osn, v1, sa, sb)
 
 
 def binary_driver(a, b, o, common, entries):
