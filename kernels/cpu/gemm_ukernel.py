@@ -1,0 +1,302 @@
+"""Explicit-vector GEMM micro-kernels for dynshape (helper of ``gemm.py``).
+
+Each micro-kernel is a Numba ``@intrinsic`` that emits LLVM IR directly:
+``MR x NV`` accumulators of type ``<W x float>`` (or ``<W x double>``) live
+as SSA phi values across the k loop, so LLVM keeps them in (zmm) registers;
+A elements are broadcast (folded to ``{1toW}`` memory operands by the
+backend) and multiplied into ``NV`` vector loads of B with ``llvm.fma``.
+
+Contract of a generated kernel ``uk``::
+
+    uk(kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, accumulate)
+
+* ``pa``: 1-D contiguous float array; the packed A micro-panel starts at
+  ``pa_off``; element (row r, k) is at ``pa_off + k*MR + r``.
+* ``pb``: 1-D contiguous float array; element (k, col j) of the B
+  micro-panel is at ``pb_off + k*ldb + j`` for ``0 <= j < NR``.  For a
+  packed panel ``ldb == NR``; a row-contiguous unpacked B can be read in
+  place with ``ldb`` = its row stride.
+* ``cb``: 1-D contiguous float array; the MR x NR result is written at
+  ``cb_off + r*ldc + j``.  ``accumulate != 0`` adds to the values there,
+  otherwise they are overwritten (never read).
+* ``kc >= 1`` (int64).  All offsets/strides are int64 and in elements.
+  No bounds checks: the caller guarantees every touched index is valid.
+
+The kernels are generic in dtype: the (MR, NV) configuration is chosen at
+typing time from the dtype of ``pa`` (``cfg32`` / ``cfg64``); W is 16 for
+float32 and 8 for float64 (one 512-bit vector).
+"""
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+VEC_BYTES = 64  # AVX-512
+
+
+def _vec_width(dtype):
+    return VEC_BYTES // (8 if dtype == types.float64 else 4)
+
+
+def make_ukernel(cfg32, cfg64, pf_dist=0):
+    """Return an intrinsic micro-kernel. cfgXX = (MR, NV) for that dtype.
+    ``pf_dist > 0``: software-prefetch the B row ``pf_dist`` k-steps ahead
+    (for B read in place from memory; useless for packed B)."""
+
+    @intrinsic
+    def uk(typingctx, kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, accumulate):
+        for arr in (pa, pb, cb):
+            if not isinstance(arr, types.Array) or arr.ndim != 1:
+                return None
+        dt = pa.dtype
+        if dt not in (types.float32, types.float64) or pb.dtype != dt or cb.dtype != dt:
+            return None
+        is64 = dt == types.float64
+        MR, NV = cfg64 if is64 else cfg32
+        W = _vec_width(dt)
+        NR = NV * W
+        i64t = types.int64
+        sig = types.void(i64t, pa, i64t, pb, i64t, i64t, cb, i64t, i64t, i64t)
+
+        def codegen(context, builder, sig, args):
+            kc, pa_v, pa_off, pb_v, pb_off, ldb, cb_v, cb_off, ldc, accf = args
+            fty = ir.DoubleType() if is64 else ir.FloatType()
+            vty = ir.VectorType(fty, W)
+            vpty = vty.as_pointer()
+            i64 = ir.IntType(64)
+            i32 = ir.IntType(32)
+            eb = 8 if is64 else 4
+
+            def data(i, v):
+                return cgutils.create_struct_proxy(sig.args[i])(context, builder, value=v).data
+
+            def c64(x):
+                return ir.Constant(i64, x)
+
+            pa_p = builder.gep(data(1, pa_v), [pa_off], inbounds=True)
+            pb_p = builder.gep(data(3, pb_v), [pb_off], inbounds=True)
+            cb_p = builder.gep(data(6, cb_v), [cb_off], inbounds=True)
+            fma = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vty, [vty, vty, vty]),
+                "llvm.fma.v%df%d" % (W, 64 if is64 else 32))
+            zero = ir.Constant(vty, None)
+            undef = ir.Constant(vty, ir.Undefined)
+            mask0 = ir.Constant(ir.VectorType(i32, W), [0] * W)
+
+            pre = builder.block
+            loop = builder.append_basic_block("uk_loop")
+            after = builder.append_basic_block("uk_after")
+            builder.branch(loop)
+            builder.position_at_end(loop)
+            it = builder.phi(i64)
+            it.add_incoming(c64(0), pre)
+            pap = builder.phi(pa_p.type)
+            pap.add_incoming(pa_p, pre)
+            pbp = builder.phi(pb_p.type)
+            pbp.add_incoming(pb_p, pre)
+            accs = []
+            for _ in range(MR * NV):
+                p = builder.phi(vty)
+                p.add_incoming(zero, pre)
+                accs.append(p)
+            cur = list(accs)
+            bv = []
+            for v in range(NV):
+                q = builder.gep(pbp, [c64(v * W)], inbounds=True)
+                bv.append(builder.load(builder.bitcast(q, vpty), align=eb))
+            for r in range(MR):
+                q = builder.gep(pap, [c64(r)], inbounds=True)
+                s = builder.load(q, align=eb)
+                bc = builder.shuffle_vector(
+                    builder.insert_element(undef, s, ir.Constant(i32, 0)), undef, mask0)
+                for v in range(NV):
+                    cur[r * NV + v] = builder.call(fma, [bc, bv[v], cur[r * NV + v]])
+            if pf_dist > 0:
+                pft = ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), i32, i32, i32])
+                pff = cgutils.get_or_insert_function(builder.module, pft, "llvm.prefetch.p0")
+                prow = builder.gep(pbp, [builder.mul(ldb, c64(pf_dist))], inbounds=False)
+                nbytes = NR * eb
+                for off in list(range(0, nbytes, 64)) + [nbytes - 1]:
+                    q = builder.gep(builder.bitcast(prow, ir.IntType(8).as_pointer()), [c64(off)])
+                    builder.call(pff, [q, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+            itn = builder.add(it, c64(1))
+            papn = builder.gep(pap, [c64(MR)], inbounds=True)
+            pbpn = builder.gep(pbp, [ldb], inbounds=True)
+            endb = builder.block
+            it.add_incoming(itn, endb)
+            pap.add_incoming(papn, endb)
+            pbp.add_incoming(pbpn, endb)
+            for p, c in zip(accs, cur):
+                p.add_incoming(c, endb)
+            builder.cbranch(builder.icmp_signed('<', itn, kc), loop, after)
+
+            builder.position_at_end(after)
+            isacc = builder.icmp_unsigned('!=', accf, c64(0))
+            ptrs = []
+            for r in range(MR):
+                rowp = builder.gep(cb_p, [builder.mul(ldc, c64(r))], inbounds=True)
+                for v in range(NV):
+                    ptrs.append(builder.bitcast(builder.gep(rowp, [c64(v * W)], inbounds=True), vpty))
+            with builder.if_else(isacc) as (then, otherwise):
+                with then:
+                    for q, val in zip(ptrs, cur):
+                        old = builder.load(q, align=eb)
+                        builder.store(builder.fadd(old, val), q, align=eb)
+                with otherwise:
+                    for q, val in zip(ptrs, cur):
+                        builder.store(val, q, align=eb)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    uk.MR32, uk.NV32 = cfg32
+    uk.MR64, uk.NV64 = cfg64
+    return uk
+
+
+@intrinsic
+def load_at(typingctx, arr, idx):
+    """``arr[idx]`` for a 1-D array without Numba's negative-index
+    wrap-around (which blocks vectorisation) and without bounds checks.
+    ``0 <= idx < arr.size`` is the caller's contract."""
+    if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(idx, types.Integer):
+        return None
+    sig = arr.dtype(arr, types.intp)
+
+    def codegen(context, builder, sig, args):
+        a, i = args
+        data = cgutils.create_struct_proxy(sig.args[0])(context, builder, value=a).data
+        return builder.load(builder.gep(data, [i], inbounds=True))
+    return sig, codegen
+
+
+@intrinsic
+def store_at(typingctx, arr, idx, val):
+    """``arr[idx] = val`` (cast to the array dtype), no wrap-around, no
+    bounds checks (see ``load_at``)."""
+    if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(idx, types.Integer):
+        return None
+    sig = types.void(arr, types.intp, arr.dtype)
+
+    def codegen(context, builder, sig, args):
+        a, i, v = args
+        data = cgutils.create_struct_proxy(sig.args[0])(context, builder, value=a).data
+        builder.store(v, builder.gep(data, [i], inbounds=True))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+def make_dot_ukernel(MR, NR):
+    """Inner-product ("dot") micro-kernel for narrow N, reading A in place.
+
+    ``ukd(kc, pa, pa_off, lda, pb, pb_off, ldb, cb, cb_off, ldc, accumulate)``
+    computes, for r < MR and j < NR, ``sum_{k < kc8} A[r, k] * Bt[j, k]``
+    where ``A[r, k] = pa[pa_off + r*lda + k]`` (rows contiguous along k),
+    ``Bt[j, k] = pb[pb_off + j*ldb + k]`` (B transposed, contiguous along
+    k) and ``kc8 = kc - kc % W`` (the caller adds the last ``kc % W`` terms).
+    MR*NR vector accumulators run along k and are reduced horizontally at
+    the end; the result goes to ``cb[cb_off + r*ldc + j]`` (added when
+    ``accumulate != 0``).  Same contract otherwise as ``make_ukernel``.
+    """
+
+    @intrinsic
+    def ukd(typingctx, kc, pa, pa_off, lda, pb, pb_off, ldb, cb, cb_off, ldc, accumulate):
+        for arr in (pa, pb, cb):
+            if not isinstance(arr, types.Array) or arr.ndim != 1:
+                return None
+        dt = pa.dtype
+        if dt not in (types.float32, types.float64) or pb.dtype != dt or cb.dtype != dt:
+            return None
+        is64 = dt == types.float64
+        W = _vec_width(dt)
+        i64t = types.int64
+        sig = types.void(i64t, pa, i64t, i64t, pb, i64t, i64t, cb, i64t, i64t, i64t)
+
+        def codegen(context, builder, sig, args):
+            kc, pa_v, pa_off, lda, pb_v, pb_off, ldb, cb_v, cb_off, ldc, accf = args
+            fty = ir.DoubleType() if is64 else ir.FloatType()
+            vty = ir.VectorType(fty, W)
+            vpty = vty.as_pointer()
+            i64 = ir.IntType(64)
+            i32 = ir.IntType(32)
+            eb = 8 if is64 else 4
+
+            def data(i, v):
+                return cgutils.create_struct_proxy(sig.args[i])(context, builder, value=v).data
+
+            def c64(x):
+                return ir.Constant(i64, x)
+
+            pa_p = builder.gep(data(1, pa_v), [pa_off], inbounds=True)
+            pb_p = builder.gep(data(4, pb_v), [pb_off], inbounds=True)
+            cb_p = builder.gep(data(7, cb_v), [cb_off], inbounds=True)
+            arow = [builder.gep(pa_p, [builder.mul(lda, c64(r))], inbounds=True) for r in range(MR)]
+            brow = [builder.gep(pb_p, [builder.mul(ldb, c64(j))], inbounds=True) for j in range(NR)]
+            fma = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vty, [vty, vty, vty]),
+                "llvm.fma.v%df%d" % (W, 64 if is64 else 32))
+            zero = ir.Constant(vty, None)
+            niter = builder.sdiv(kc, c64(W))
+            pre = builder.block
+            loop = builder.append_basic_block("ukd_loop")
+            after = builder.append_basic_block("ukd_after")
+            builder.cbranch(builder.icmp_signed('>', niter, c64(0)), loop, after)
+            builder.position_at_end(loop)
+            it = builder.phi(i64)
+            it.add_incoming(c64(0), pre)
+            accs = []
+            for _ in range(MR * NR):
+                p = builder.phi(vty)
+                p.add_incoming(zero, pre)
+                accs.append(p)
+            koff = builder.mul(it, c64(W))
+            av = [builder.load(builder.bitcast(builder.gep(arow[r], [koff], inbounds=True), vpty), align=eb)
+                  for r in range(MR)]
+            cur = list(accs)
+            for j in range(NR):
+                bv = builder.load(builder.bitcast(builder.gep(brow[j], [koff], inbounds=True), vpty), align=eb)
+                for r in range(MR):
+                    cur[r * NR + j] = builder.call(fma, [av[r], bv, cur[r * NR + j]])
+            itn = builder.add(it, c64(1))
+            endb = builder.block
+            it.add_incoming(itn, endb)
+            for p, c in zip(accs, cur):
+                p.add_incoming(c, endb)
+            builder.cbranch(builder.icmp_signed('<', itn, niter), loop, after)
+            builder.position_at_end(after)
+            fin = []
+            for idx in range(MR * NR):
+                p = builder.phi(vty)
+                p.add_incoming(zero, pre)
+                p.add_incoming(cur[idx], endb)
+                fin.append(p)
+
+            def hsum(v):
+                n = W
+                while n > 1:
+                    h = n // 2
+                    lo = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, h), list(range(h))))
+                    hi = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, h), list(range(h, n))))
+                    v = builder.fadd(lo, hi)
+                    n = h
+                return builder.extract_element(v, ir.Constant(i32, 0))
+
+            sums = [hsum(v) for v in fin]
+            isacc = builder.icmp_unsigned('!=', accf, c64(0))
+            ptrs = []
+            for r in range(MR):
+                rowp = builder.gep(cb_p, [builder.mul(ldc, c64(r))], inbounds=True)
+                for j in range(NR):
+                    ptrs.append(builder.gep(rowp, [c64(j)], inbounds=True))
+            with builder.if_else(isacc) as (then, otherwise):
+                with then:
+                    for q, val in zip(ptrs, sums):
+                        builder.store(builder.fadd(builder.load(q, align=eb), val), q, align=eb)
+                with otherwise:
+                    for q, val in zip(ptrs, sums):
+                        builder.store(val, q, align=eb)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return ukd
