@@ -96,7 +96,7 @@ class Combination:
         return self._cost
 
 
-@njit(cache=True, nogil=True)
+@njit("int64[:, ::1](int64, int64, int64, int64, int64, int64, int64)", cache=True, nogil=True)
 def _uniform_entries(lo0, hi0, t0, lo1, hi1, t1, kid):
     """Entries of the simplified variant: one tile shape, VARIABLE_FULL tails, in one pass."""
     k0 = lo0 // t0

@@ -208,3 +208,32 @@ def test_every_element_written_exactly_once_end_to_end(shape, data):
     dynshape.run("add", view, dtype(1), out=view)
     assert (view == 1).all()
     assert np.isin(root, (1, -7)).all() and (root == 1).sum() == view.size
+
+
+def test_fresh_process_after_warm_compiles_nothing(tmp_path):
+    """In a new process: warm() loads every driver (compiling only what the Numba cache lacks);
+    afterwards calls on never-seen shapes of every family compile nothing."""
+    import os
+    import subprocess
+    import textwrap
+    code = textwrap.dedent("""
+        import numpy as np, dynshape
+        from dynshape import testing
+        dynshape.warm(["unary", "binary", "copy", "reduce", "rowwise"], ["float32"])
+        rng = np.random.default_rng(7)
+        with testing.count_compilations() as c:
+            for shape in [(5,), (1000, 3), (2, 3, 77), (33, 1, 65)]:
+                x = rng.standard_normal(shape).astype(np.float32)
+                dynshape.run("gelu", x)
+                dynshape.run("mul", x, x[..., :1])
+                dynshape.run("copy", x.T)
+                dynshape.run("sum", x, axis=0)
+                dynshape.run("softmax", x)
+        dynshape.wait_optimized()
+        print("COMPILES", c.count, c.functions)
+    """)
+    env = dict(os.environ)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=1200)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "COMPILES 0 []" in r.stdout, r.stdout
