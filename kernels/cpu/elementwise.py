@@ -13,6 +13,7 @@ from ..common_area import (C_IDBASE, C_OPBASE, C_M, C_N, C_NDOUTER, C_NOUTER, C_
                            E_ANCH1, E_KID, E_MODE0, E_MODE1, E_OFF0, E_OFF1, OP_BLOCK, OP_OFF,
                            OP_OSTR, OP_SM, OP_SN)
 from ..tail_mode import ANCHOR_END, DISCARD, VARIABLE_PARTIAL
+from . import mathfuncs
 from .scalar_ops import (ABS, ADD, CLIP, DIV, EXP, GELU, GELU_TANH, IDENTITY, LEAKY_RELU, LOG,
                          MAXIMUM, MINIMUM, MUL, NEG, RECIPROCAL, RELU, SIGMOID, SILU, SQRT, SUB, TANH,
                          binary_scalar, cast_like, float_unary, int_pow, relu,
@@ -66,7 +67,8 @@ def outer_offset(common, op, oi):
 
 @njit(cache=True)
 def _map_contig(code, xv, ov, n, a0, a1):
-    # the switch is outside the element loops, so each loop vectorizes
+    # the switch is outside the element loops, so each loop vectorizes; the transcendental
+    # functions are called directly (they are force-inlined into the loop body)
     if code == RELU:
         for i in range(n):
             ov[i] = relu(xv[i])
@@ -88,10 +90,10 @@ def _map_contig(code, xv, ov, n, a0, a1):
             ov[i] = vmin(vmax(xv[i], a0), a1)
     elif code == EXP:
         for i in range(n):
-            ov[i] = float_unary(EXP, xv[i])
+            ov[i] = mathfuncs.exp(xv[i])
     elif code == LOG:
         for i in range(n):
-            ov[i] = float_unary(LOG, xv[i])
+            ov[i] = mathfuncs.log(xv[i])
     elif code == SQRT:
         for i in range(n):
             ov[i] = float_unary(SQRT, xv[i])
@@ -100,19 +102,19 @@ def _map_contig(code, xv, ov, n, a0, a1):
             ov[i] = float_unary(RECIPROCAL, xv[i])
     elif code == SIGMOID:
         for i in range(n):
-            ov[i] = float_unary(SIGMOID, xv[i])
+            ov[i] = mathfuncs.sigmoid(xv[i])
     elif code == TANH:
         for i in range(n):
-            ov[i] = float_unary(TANH, xv[i])
+            ov[i] = mathfuncs.tanh(xv[i])
     elif code == GELU:
         for i in range(n):
-            ov[i] = float_unary(GELU, xv[i])
+            ov[i] = mathfuncs.gelu_erf(xv[i])
     elif code == GELU_TANH:
         for i in range(n):
-            ov[i] = float_unary(GELU_TANH, xv[i])
+            ov[i] = mathfuncs.gelu_tanh(xv[i])
     else:
         for i in range(n):
-            ov[i] = float_unary(SILU, xv[i])
+            ov[i] = mathfuncs.silu(xv[i])
 
 
 @njit(cache=True)
