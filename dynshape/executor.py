@@ -2,6 +2,8 @@
 
 Used by every family whose iteration space is the output's shape (elementwise, copy).
 """
+import math
+
 import numpy as np
 from dynshape_kernels import drivers
 from dynshape_kernels.catalog import CATALOG
@@ -46,7 +48,7 @@ def table_key(launch, p):
 def _tiling(launch, p, key):
     modes = _ALL_MODES if launch.overlap_ok else _NO_OVERLAP
     strided = any(abs(st[-1]) > 1 for st in p.strides)
-    n_outer = int(np.prod(p.outer)) if p.outer else 1
+    n_outer = math.prod(p.outer)
     return Tiling(CATALOG, launch.family, launch.op, launch.dtype, (key[5], key[6]),
                   (p.m, p.n), n_outer, strided, modes)
 

@@ -7,6 +7,7 @@ int64 NumPy arrays with a format version and the catalog hash, saved to and load
 """
 import hashlib
 import json
+import math
 import os
 import tempfile
 
@@ -74,7 +75,7 @@ class ParamTable:
         c = np.zeros(common_size(self.n_operands), dtype=np.int64)
         c[C_IDBASE] = self.id_base
         c[C_OPBASE] = self.op_base
-        c[C_NOUTER] = int(np.prod(plane.outer)) if nd else 1
+        c[C_NOUTER] = math.prod(plane.outer)
         c[C_NDOUTER] = nd
         c[C_OSHAPE:C_OSHAPE + MAX_OUTER] = 1
         c[C_OSHAPE:C_OSHAPE + nd] = plane.outer

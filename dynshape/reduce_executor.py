@@ -7,6 +7,8 @@ reduced (normalized) dimensions are coalesced separately and bound into the redu
 that follows the operand blocks of the common area (``common_area.R_*``); they never enter the
 entries, so a table serves every reduced size. Tail modes never include OVERLAP.
 """
+import math
+
 import numpy as np
 from dynshape_kernels import drivers
 from dynshape_kernels.catalog import CATALOG
@@ -97,7 +99,7 @@ def _build(family, op, dtype, p, key, variant, n_operands, count, strategy, pass
     fam = CATALOG.families[family]
     modes = fam.tail_modes & _NO_OVERLAP
     strided = any(abs(st[-1]) > 1 for st in p.strides)
-    n_outer = int(np.prod(p.outer)) if p.outer else 1
+    n_outer = math.prod(p.outer)
     tiling = WalkTiling(CATALOG, family, op, dtype, key[-3:-1], (p.m, p.n), n_outer, strided,
                         modes, count=count, strategy=strategy, passes=passes)
     comb = tiling.simplified() if variant == "simplified" else tiling.optimized()
@@ -134,7 +136,7 @@ def _lookup(family, op, dtype, p, n_operands, count, strategy, passes, red):
 
 def _red_block(n_red_operands, shape, strides_per_op, strategy, outkind=0):
     """The reduction block: count, nd, strategy, output kind, sizes, strides per operand."""
-    count = int(np.prod(shape)) if shape else 1
+    count = math.prod(shape)
     if count == 0:
         shape, strides_per_op = [0], [[1] for _ in strides_per_op]
     elif not shape:

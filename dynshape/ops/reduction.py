@@ -12,6 +12,8 @@ Semantics follow NumPy (``np.sum(x, axis, keepdims=...)`` and friends):
 
 Accuracy is documented in :mod:`dynshape_kernels.cpu.reduce`.
 """
+import math
+
 import numpy as np
 from dynshape_kernels.common_area import OUT_F64, OUT_I64, OUT_SAME
 
@@ -82,7 +84,7 @@ class ReduceSpec(OpSpec):
             raise OpAttributeError(f"{self.name}: keepdims must be True or False, "
                                    f"got {keepdims!r}")
         axes = normalize_axes(attrs["axis"], x.ndim, self.name, single=self.arg)
-        count = int(np.prod([x.shape[d] for d in axes])) if axes else 1
+        count = math.prod(x.shape[d] for d in axes)
         kept_shape = tuple(n for d, n in enumerate(x.shape) if d not in axes)
         out_shape = (tuple(1 if d in axes else n for d, n in enumerate(x.shape)) if keepdims
                      else kept_shape)

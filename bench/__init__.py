@@ -1,0 +1,1 @@
+"""Benchmarks of dynshape against NumPy, PyTorch and ONNX Runtime (see bench/README.md)."""
