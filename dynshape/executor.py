@@ -84,6 +84,16 @@ def lookup(launch, p, key=None):
     return table
 
 
+def via_temporary_out(launch, run):
+    """Run into a contiguous temporary and copy it to ``out`` (for an ``out`` whose byte
+    strides are not whole elements, which no driver can address)."""
+    out = launch.out
+    launch.out = np.empty(out.shape, out.dtype)
+    run(launch)
+    np.copyto(out, launch.out)
+    return launch.result
+
+
 def _contiguous_operand(a):
     """Inputs whose byte strides are not whole elements are copied (rare: packed records)."""
     return a if element_strides(a) is not None else np.ascontiguousarray(a)
@@ -111,11 +121,7 @@ def run_plane(launch):
     table = config.cache.get(hit[0]) if hit is not None else None
     if table is None:
         if element_strides(out) is None:
-            tmp = np.empty(out.shape, out.dtype)
-            orig, launch.out = out, tmp
-            run_plane(launch)
-            np.copyto(orig, tmp)
-            return launch.result
+            return via_temporary_out(launch, run_plane)
         launch.inputs = [_contiguous_operand(a) for a in launch.inputs]
         p = _plane_of(launch)
         key = table_key(launch, p)

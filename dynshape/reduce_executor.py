@@ -22,6 +22,7 @@ from .bucket import bucket
 from .combination import Tiling
 from .dispatcher import register_executor
 from .errors import ShapeError
+from .executor import via_temporary_out
 from .layout import check_outer, coalesce, element_strides, flat_view, plane
 from .param_table import ParamTable
 
@@ -216,11 +217,7 @@ def run_reduce(launch):
     if out.size == 0:
         return launch.result
     if element_strides(out) is None:
-        tmp = np.empty(out.shape, out.dtype)
-        orig, launch.out = out, tmp
-        run_reduce(launch)
-        np.copyto(orig, tmp)
-        return launch.result
+        return via_temporary_out(launch, run_reduce)
     launch.inputs = [_materialized(launch.inputs[0], launch.extra["axes"])]
     p, red, count, strategy, delta = _reduce_geometry(launch)
     table = _lookup("reduce", launch.op, launch.dtype, p, 2, count, strategy,
@@ -279,11 +276,7 @@ def run_rowwise(launch):
     if out.size == 0:
         return launch.result
     if element_strides(out) is None:
-        tmp = np.empty(out.shape, out.dtype)
-        orig, launch.out = out, tmp
-        run_rowwise(launch)
-        np.copyto(orig, tmp)
-        return launch.result
+        return via_temporary_out(launch, run_rowwise)
     x, w, b = launch.inputs
     launch.inputs = [_materialized(x, launch.extra["axes"]), w, b]
     p, red, count, strategy = _rowwise_geometry(launch)

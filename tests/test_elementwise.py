@@ -205,3 +205,18 @@ def test_large_odd_shapes():
         np.testing.assert_array_equal(dynshape.run("add", x, y), x + y)
     a = rng.standard_normal((1531, 517)).astype(np.float32)
     np.testing.assert_array_equal(dynshape.run("copy", a.T), a.T)
+
+
+def test_out_with_byte_strides_that_are_not_whole_elements():
+    """A field of a packed record array: no driver can address it, so a temporary is used."""
+    rec = np.zeros((3, 4), dtype=[("a", np.int8), ("v", np.float32)])
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) - 6
+    dynshape.run("relu", x, out=rec["v"])
+    np.testing.assert_array_equal(rec["v"], np.maximum(x, 0))
+    assert (rec["a"] == 0).all()
+    red = np.zeros(3, dtype=[("a", np.int8), ("v", np.float32)])
+    dynshape.run("sum", x, axis=1, out=red["v"])
+    np.testing.assert_allclose(red["v"], x.sum(1))
+    dynshape.run("softmax", x, out=rec["v"])
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(rec["v"], e / e.sum(1, keepdims=True), rtol=1e-6)
