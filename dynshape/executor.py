@@ -106,6 +106,22 @@ _MEMO_MAX = 4096
 _memo = {}
 
 
+def memo_get(sig):
+    """(table, bound common area) memoized for this exact layout, or (None, None)."""
+    hit = _memo.get(sig)
+    if hit is None:
+        return None, None
+    table = config.cache.get(hit[0])
+    return (table, hit[1]) if table is not None else (None, None)
+
+
+def memo_put(sig, key, common):
+    common.flags.writeable = False
+    if len(_memo) >= _MEMO_MAX:
+        _memo.clear()
+    _memo[sig] = (key, common)
+
+
 def _signature(launch):
     out = launch.out
     return (launch.family, launch.op, launch.dtype, launch.table_attrs, launch.overlap_ok,
@@ -116,9 +132,7 @@ def run_plane(launch):
     out = launch.out
     if out.size == 0:
         return launch.result
-    sig = _signature(launch)
-    hit = _memo.get(sig)
-    table = config.cache.get(hit[0]) if hit is not None else None
+    table, common = memo_get(_signature(launch))
     if table is None:
         if element_strides(out) is None:
             return via_temporary_out(launch, run_plane)
@@ -128,12 +142,7 @@ def run_plane(launch):
         table = lookup(launch, p, key)
         offsets = [flat_view(launch.out)[1]] + [flat_view(a)[1] for a in launch.inputs]
         common = table.bind(p, offsets)
-        common.flags.writeable = False
-        if len(_memo) >= _MEMO_MAX:
-            _memo.clear()
-        _memo[_signature(launch)] = (key, common)
-    else:
-        common = hit[1]
+        memo_put(_signature(launch), key, common)
     args = [flat_view(a)[0] for a in launch.inputs]
     args.append(flat_view(launch.out)[0])
     args.append(common)

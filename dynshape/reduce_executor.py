@@ -22,7 +22,7 @@ from .bucket import bucket
 from .combination import Tiling
 from .dispatcher import register_executor
 from .errors import ShapeError
-from .executor import via_temporary_out
+from .executor import memo_get, memo_put, via_temporary_out
 from .layout import check_outer, coalesce, element_strides, flat_view, plane
 from .param_table import ParamTable
 
@@ -113,6 +113,7 @@ def _build(family, op, dtype, p, key, variant, n_operands, count, strategy, pass
 
 
 def _lookup(family, op, dtype, p, n_operands, count, strategy, passes, red):
+    """The cached table (and its key) for this kept plane and reduction."""
     fam = CATALOG.families[family]
     q0, q1 = fam.quanta
     key = (op, (family, strategy, _count_class(count)), dtype, TARGET, p.layout_class(),
@@ -130,9 +131,9 @@ def _lookup(family, op, dtype, p, n_operands, count, strategy, passes, red):
             if config.policy == "background":
                 cache.put(key, table)
                 cache.optimize_later(key, lambda: build("optimized"))
-                return table
+                return table, key
         cache.put(key, table)
-    return table
+    return table, key
 
 
 def _red_block(n_red_operands, shape, strides_per_op, strategy, outkind=0):
@@ -218,13 +219,18 @@ def run_reduce(launch):
         return launch.result
     if element_strides(out) is None:
         return via_temporary_out(launch, run_reduce)
-    launch.inputs = [_materialized(launch.inputs[0], launch.extra["axes"])]
-    p, red, count, strategy, delta = _reduce_geometry(launch)
-    table = _lookup("reduce", launch.op, launch.dtype, p, 2, count, strategy,
-                    1, red)
+    x = _materialized(launch.inputs[0], launch.extra["axes"])
+    launch.inputs = [x]
+    sig = ("reduce", launch.op, launch.dtype, launch.extra["axes"], launch.extra["outkind"],
+           out.shape, out.strides, x.shape, x.strides)
+    table, common = memo_get(sig)
     obuf, ooff = flat_view(out)
-    xbuf, xoff = _operand(launch.inputs[0])
-    common = np.concatenate([table.bind(p, [ooff, xoff + delta]), red])
+    xbuf, xoff = _operand(x)
+    if table is None:
+        p, red, count, strategy, delta = _reduce_geometry(launch)
+        table, key = _lookup("reduce", launch.op, launch.dtype, p, 2, count, strategy, 1, red)
+        common = np.concatenate([table.bind(p, [ooff, xoff + delta]), red])
+        memo_put(sig, key, common)
     bufs = launch.extra["placeholders"]
     slot = launch.extra["outkind"]
     bufs = [obuf if k == slot else bufs[k] for k in range(3)]
@@ -239,7 +245,7 @@ def explain_reduce(launch):
         return None
     launch.inputs = [_materialized(launch.inputs[0], launch.extra["axes"])]
     p, red, count, strategy, _ = _reduce_geometry(launch)
-    return _lookup("reduce", launch.op, launch.dtype, p, 2, count, strategy, 1, red)
+    return _lookup("reduce", launch.op, launch.dtype, p, 2, count, strategy, 1, red)[0]
 
 
 # ---- rowwise -----------------------------------------------------------------------------
@@ -279,11 +285,17 @@ def run_rowwise(launch):
         return via_temporary_out(launch, run_rowwise)
     x, w, b = launch.inputs
     launch.inputs = [_materialized(x, launch.extra["axes"]), w, b]
-    p, red, count, strategy = _rowwise_geometry(launch)
-    table = _lookup("rowwise", launch.op, launch.dtype, p, 4, count, strategy,
-                    _PASSES[launch.op], red)
+    sig = ("rowwise", launch.op, launch.dtype, launch.extra["axes"], launch.extra["has_w"],
+           launch.extra["has_b"], out.shape, out.strides,
+           *[(a.shape, a.strides) for a in launch.inputs])
+    table, common = memo_get(sig)
     bufs = [flat_view(a) for a in [out] + launch.inputs]
-    common = np.concatenate([table.bind(p, [off for _, off in bufs]), red])
+    if table is None:
+        p, red, count, strategy = _rowwise_geometry(launch)
+        table, key = _lookup("rowwise", launch.op, launch.dtype, p, 4, count, strategy,
+                             _PASSES[launch.op], red)
+        common = np.concatenate([table.bind(p, [off for _, off in bufs]), red])
+        memo_put(sig, key, common)
     driver = drivers.get("rowwise", launch.dtype)
     driver(bufs[1][0], bufs[2][0], bufs[3][0], bufs[0][0], common, table.entries,
            launch.fattrs)
@@ -298,7 +310,7 @@ def explain_rowwise(launch):
     launch.inputs = [_materialized(x, launch.extra["axes"]), w, b]
     p, red, count, strategy = _rowwise_geometry(launch)
     return _lookup("rowwise", launch.op, launch.dtype, p, 4, count, strategy,
-                   _PASSES[launch.op], red)
+                   _PASSES[launch.op], red)[0]
 
 
 register_executor("reduce", run_reduce, explain_reduce)
