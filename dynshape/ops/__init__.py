@@ -120,6 +120,18 @@ def as_array(x, what):
         raise DtypeError(f"{what}: cannot be read as an array ({exc})") from None
 
 
+_NAMES = {np.dtype(d): d for d in ("float32", "float64", "int32", "int64")}
+
+
+def check_dtype(op, dtype, accepted):
+    """The dtype's name if it is in ``accepted`` (a dict lookup: ``dtype.name`` is slow);
+    otherwise a DtypeError listing what is accepted."""
+    name = _NAMES.get(dtype)
+    if name not in accepted:
+        raise DtypeError(f"{op}: dtype {dtype} is not supported; accepted: {', '.join(accepted)}")
+    return name
+
+
 def check_out(out, shape, dtype, op):
     if not isinstance(out, np.ndarray):
         raise DtypeError(f"{op}: out must be a NumPy array, got {type(out).__name__}")

@@ -9,21 +9,11 @@ from dynshape_kernels.cpu.scalar_ops import FLOAT_ONLY_UNARY
 
 from ..errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
 from ..layout import same_view
-from . import Launch, OpSpec, as_array, check_out, is_planning, new_output, register
+from . import (Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output,
+               register)
 
 DTYPES = ("float32", "float64", "int32", "int64")
 FLOAT_DTYPES = ("float32", "float64")
-
-
-_NAMES = {np.dtype(d): d for d in DTYPES}
-
-
-def _check_dtype(op, dtype, accepted=DTYPES):
-    """The dtype's name if accepted (a dict lookup: ``dtype.name`` is slow)."""
-    name = _NAMES.get(dtype)
-    if name not in accepted:
-        raise DtypeError(f"{op}: dtype {dtype} is not supported; accepted: {', '.join(accepted)}")
-    return name
 
 
 def _arity(op, inputs, n):
@@ -116,7 +106,7 @@ class UnarySpec(OpSpec):
         x = inputs[0]
         if type(x) is not np.ndarray:
             x = as_array(x, f"{self.name} input")
-        name = _check_dtype(self.name, x.dtype, self.accepted)
+        name = check_dtype(self.name, x.dtype, self.accepted)
         if attrs or self.attrs:
             attrs = self.check_attrs(attrs)
             op = self.kernel_op(attrs)
@@ -175,7 +165,7 @@ class BinarySpec(OpSpec):
             raise DtypeError(f"{self.name}: cannot combine the input dtypes ({exc})") from None
         if self.name == "div" and res.kind in "iub":
             res = np.dtype(np.float64)
-        name = _check_dtype(self.name, res)
+        name = check_dtype(self.name, res, DTYPES)
         a, b = (np.asarray(v, dtype=res) for v in raw)
         try:
             shape = np.broadcast_shapes(a.shape, b.shape)

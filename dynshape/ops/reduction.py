@@ -17,8 +17,8 @@ import math
 import numpy as np
 from dynshape_kernels.common_area import OUT_F64, OUT_I64, OUT_SAME
 
-from ..errors import ArgumentError, DtypeError, OpAttributeError
-from . import Launch, OpSpec, as_array, check_out, register
+from ..errors import ArgumentError, OpAttributeError
+from . import Launch, OpSpec, as_array, check_dtype, check_out, register
 
 DTYPES = ("float32", "float64", "int32", "int64")
 _NP_NAMES = {"max": "maximum", "min": "minimum"}
@@ -76,9 +76,7 @@ class ReduceSpec(OpSpec):
             raise ArgumentError(f"{self.name} takes 1 input array, got {len(inputs)}")
         attrs = self.check_attrs(attrs)
         x = as_array(inputs[0], f"{self.name} input")
-        if x.dtype.name not in DTYPES:
-            raise DtypeError(f"{self.name}: dtype {x.dtype} is not supported; accepted: "
-                             f"{', '.join(DTYPES)}")
+        check_dtype(self.name, x.dtype, DTYPES)
         keepdims = attrs["keepdims"]
         if not isinstance(keepdims, (bool, np.bool_)):
             raise OpAttributeError(f"{self.name}: keepdims must be True or False, "

@@ -15,7 +15,7 @@ as x (computed in place). Accuracy is documented in :mod:`dynshape_kernels.cpu.r
 import numpy as np
 
 from ..errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
-from . import Launch, OpSpec, as_array, check_out, register
+from . import Launch, OpSpec, as_array, check_dtype, check_out, register
 from .elementwise import _number, _unalias
 from .reduction import normalize_axes
 
@@ -39,9 +39,7 @@ class RowwiseSpec(OpSpec):
                                 f"arrays")
         attrs = self.check_attrs(attrs)
         x = as_array(inputs[0], f"{self.name} input")
-        if x.dtype.name not in FLOAT_DTYPES:
-            raise DtypeError(f"{self.name}: dtype {x.dtype} is not supported; accepted: "
-                             f"{', '.join(FLOAT_DTYPES)}")
+        check_dtype(self.name, x.dtype, FLOAT_DTYPES)
         axis = attrs["axis"]
         if isinstance(axis, (list, tuple)):
             raise OpAttributeError(f"{self.name}: axis must be a single integer, got {axis!r}")

@@ -9,15 +9,15 @@ the slot fixes the tile shape (T0 rows x T1 columns). Full tiles run a branch-fr
 import numpy as np
 from numba import njit, prange
 
-from ..common_area import (C_IDBASE, C_OPBASE, C_M, C_N, C_NDOUTER, C_NOUTER, C_OPS, C_OSHAPE, E_ANCH0,
-                           E_ANCH1, E_KID, E_MODE0, E_MODE1, E_OFF0, E_OFF1, OP_BLOCK, OP_OFF,
-                           OP_OSTR, OP_SM, OP_SN)
+from ..common_area import (C_IDBASE, C_M, C_N, C_NDOUTER, C_NOUTER, C_OPBASE, C_OPS, C_OSHAPE,
+                           E_ANCH0, E_ANCH1, E_KID, E_MODE0, E_MODE1, E_OFF0, E_OFF1, OP_BLOCK,
+                           OP_OFF, OP_OSTR, OP_SM, OP_SN)
 from ..tail_mode import ANCHOR_END, DISCARD, VARIABLE_PARTIAL
 from . import mathfuncs
 from .scalar_ops import (ABS, ADD, CLIP, DIV, EXP, GELU, GELU_TANH, IDENTITY, LEAKY_RELU, LOG,
-                         MAXIMUM, MINIMUM, MUL, NEG, RECIPROCAL, RELU, SIGMOID, SILU, SQRT, SUB, TANH,
-                         binary_scalar, cast_like, float_unary, int_pow, relu,
-                         vmax, vmin)
+                         MAXIMUM, MINIMUM, MUL, NEG, RECIPROCAL, RELU, SIGMOID, SQRT, SUB, TANH,
+                         binary_scalar, float_unary, int_pow, relu, vmax, vmin)
+from .tiles import make_tile_geometry
 
 # Tile shapes (rows, columns, partial window on columns) of the elementwise static kernels,
 # by slot. Row tiles of three lengths and a square tile for transposed access.
@@ -28,18 +28,8 @@ N_SLOTS = len(ELEMENTWISE_TILES)
 # Below this many elements the entries run on the calling thread: waking the thread pool
 # costs more than it saves (about 10 us per parallel launch measured on this machine).
 SERIAL_ELEMENTS = 1 << 15
-(_T0_0, _T1_0, _W_0), (_T0_1, _T1_1, _W_1), (_T0_2, _T1_2, _W_2), (_T0_3, _T1_3, _W_3) = \
-    ELEMENTWISE_TILES
 
-@njit(cache=True)
-def tile_geometry(slot):
-    if slot == 0:
-        return _T0_0, _T1_0, _W_0
-    elif slot == 1:
-        return _T0_1, _T1_1, _W_1
-    elif slot == 2:
-        return _T0_2, _T1_2, _W_2
-    return _T0_3, _T1_3, _W_3
+tile_geometry = make_tile_geometry(ELEMENTWISE_TILES)
 
 
 @njit(cache=True)

@@ -39,6 +39,7 @@ from ..common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH
                            E_OFF0, E_OFF1, MAX_RED, OP_BLOCK, OP_SM, OP_SN,
                            R_COUNT, R_ND, R_SHAPE, R_STR, R_STRATEGY, STRAT_COLUMNS)
 from .elementwise import outer_offset, resolve
+from .tiles import make_tile_geometry
 
 REDUCE_OPS = ("sum", "mean", "max", "min", "argmax", "argmin")
 SUM, MEAN, MAX, MIN, ARGMAX, ARGMIN = range(6)
@@ -49,22 +50,13 @@ SUM, MEAN, MAX, MIN, ARGMAX, ARGMIN = range(6)
 # the 8-row tile serves output planes walked with a large column stride.
 REDUCE_TILES = ((1, 1, 0), (1, 32, 0), (1, 1024, 0), (8, 128, 0))
 N_SLOTS = len(REDUCE_TILES)
-(_T0_0, _T1_0, _), (_T0_1, _T1_1, _), (_T0_2, _T1_2, _), (_T0_3, _T1_3, _) = REDUCE_TILES
 
 LW = 256          # lanes of the max/min/arg LANES strategy
 _OPERANDS = 2     # output, input
 _RB = C_OPS + _OPERANDS * OP_BLOCK     # start of the reduction block
 
 
-@njit(cache=True)
-def tile_geometry(slot):
-    if slot == 0:
-        return _T0_0, _T1_0
-    elif slot == 1:
-        return _T0_1, _T1_1
-    elif slot == 2:
-        return _T0_2, _T1_2
-    return _T0_3, _T1_3
+tile_geometry = make_tile_geometry(REDUCE_TILES)
 
 
 # ---- work distribution ---------------------------------------------------------------------
@@ -427,7 +419,7 @@ def _reduce_entry(x, o, oi, of, common, entries, e, outer):
     """One kernel call: entry ``e`` at outer index ``outer``."""
     local = entries[e, E_KID] - common[C_IDBASE]
     code = common[C_OPBASE] + local // N_SLOTS
-    t0, t1 = tile_geometry(local % N_SLOTS)
+    t0, t1, _ = tile_geometry(local % N_SLOTS)
     r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
     r1, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
     if v0 == 0 or v1 == 0:

@@ -36,6 +36,7 @@ from .elementwise import outer_offset, resolve
 from .reduce import (N_CHUNKS, _ext_run, _sum_run, chunk_start, nan_max, red_offset, red_runs,
                      strided)
 from .scalar_ops import cast_like
+from .tiles import make_tile_geometry
 
 ROWWISE_OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
 SOFTMAX, LOG_SOFTMAX, LAYER_NORM, RMS_NORM = range(4)
@@ -44,7 +45,6 @@ SOFTMAX, LOG_SOFTMAX, LAYER_NORM, RMS_NORM = range(4)
 # for long rows, bundles of rows for short ones, and a wide tile for COLUMNS vectors.
 ROWWISE_TILES = ((1, 1, 0), (1, 8, 0), (1, 64, 0), (1, 512, 0))
 N_SLOTS = len(ROWWISE_TILES)
-(_T0_0, _T1_0, _), (_T0_1, _T1_1, _), (_T0_2, _T1_2, _), (_T0_3, _T1_3, _) = ROWWISE_TILES
 
 OUT, X, W, B = range(4)
 _OPERANDS = 4
@@ -52,15 +52,7 @@ _RB = C_OPS + _OPERANDS * OP_BLOCK
 LW = 256
 
 
-@njit(cache=True)
-def tile_geometry(slot):
-    if slot == 0:
-        return _T0_0, _T1_0
-    elif slot == 1:
-        return _T0_1, _T1_1
-    elif slot == 2:
-        return _T0_2, _T1_2
-    return _T0_3, _T1_3
+tile_geometry = make_tile_geometry(ROWWISE_TILES)
 
 
 # ---- LANES: per-run loops over contiguous (C) or strided (A) views --------------------------
@@ -361,7 +353,7 @@ def _cols_rows(code, x, w, b, o, base, xsn, osn, v1, common, eps, hw, hb):
 def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb):
     local = entries[e, E_KID] - common[C_IDBASE]
     code = common[C_OPBASE] + local // N_SLOTS
-    t0, t1 = tile_geometry(local % N_SLOTS)
+    t0, t1, _ = tile_geometry(local % N_SLOTS)
     r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
     r1, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
     if v0 == 0 or v1 == 0:
