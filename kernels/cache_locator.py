@@ -1,13 +1,16 @@
-"""Numba cache entries of dynshape's compiled code are keyed by ALL of its kernel sources.
+"""Numba cache entries of dynshape's compiled code are keyed by their module's source AND
+every dynshape module it imports, transitively.
 
 Numba stamps a cached function with the hash of its own source file only, so a change to a
 constant imported from another module (the common-area layout, a tile table, a math
-function) would keep serving machine code built with the old value. This locator stamps
-every function defined in ``dynshape_kernels`` or ``dynshape`` with one hash over all their
-``.py`` files instead: any source change invalidates every cached kernel, never just some.
+function) would keep serving machine code built with the old value. This locator stamps a
+function defined in ``dynshape_kernels`` or ``dynshape`` with a hash over its own file and
+the closure of the package modules that file imports (found by parsing its imports): any
+change to code a kernel can see invalidates it; a change elsewhere (another family) does not.
 It also locates the cache like Numba does (``NUMBA_CACHE_DIR`` or the ``__pycache__`` next to
 the source).
 """
+import ast
 import functools
 import hashlib
 import os
@@ -51,8 +54,91 @@ def _stamp_of(key):
 
 
 def source_hash():
-    """Hash of every kernel and runtime source file: the stamp of all cached kernels."""
+    """Hash of every kernel and runtime source file (the package's identity)."""
     return _stamp(tuple(_sources()[1]))
+
+
+_PACKAGES = {"dynshape_kernels": 0, "dynshape": 1}
+
+
+def _module_file(roots, pkg_index, parts):
+    """The .py file of module ``parts`` (relative to root ``pkg_index``), or None."""
+    base = os.path.join(roots[pkg_index], *parts)
+    for cand in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(cand):
+            return cand
+    return None
+
+
+def _imports(path, roots):
+    """Package files that ``path`` imports directly (relative and absolute forms)."""
+    root_i = max((i for i, r in enumerate(roots) if path.startswith(r + os.sep)),
+                 key=lambda i: len(roots[i]))
+    rel = os.path.relpath(path, roots[root_i]).split(os.sep)
+    pkg_parts = rel[:-1]           # package of the module (list of names below the root)
+    with open(path, "rb") as f:
+        tree = ast.parse(f.read(), path)
+    found = set()
+
+    def add(idx, parts, names=()):
+        if idx >= len(roots):
+            return
+        plain = False        # a name that is not a submodule comes from the module itself
+        for n in names:      # "from .pkg import module"
+            g = _module_file(roots, idx, parts + [n])
+            if g:
+                found.add(g)
+            else:
+                plain = True
+        f = _module_file(roots, idx, parts)
+        if f and (plain or not names):
+            found.add(f)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names = [a.name for a in node.names]
+            if node.level:
+                up = pkg_parts[:len(pkg_parts) - (node.level - 1)] if node.level > 1 else pkg_parts
+                mod = node.module.split(".") if node.module else []
+                add(root_i, list(up) + mod, names)
+            elif node.module:
+                head, *rest = node.module.split(".")
+                if head in _PACKAGES:
+                    add(_PACKAGES[head], rest, names)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                head, *rest = a.name.split(".")
+                if head in _PACKAGES:
+                    add(_PACKAGES[head], rest)
+    return found
+
+
+def module_closure(path):
+    """``path`` and every package file it imports, transitively (sorted)."""
+    roots, _ = _sources()
+    seen = set()
+    todo = [os.path.abspath(path)]
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            todo.extend(_imports(p, roots) - seen)
+        except (OSError, SyntaxError, ValueError):
+            pass
+    return sorted(seen)
+
+
+@functools.lru_cache(maxsize=None)
+def _closure_of(path, key):
+    return tuple(module_closure(path))
+
+
+def module_hash(path):
+    """The stamp of functions defined in ``path``: hash of its import closure."""
+    roots, files = _sources()
+    return _stamp(_closure_of(os.path.abspath(path), _stamp(tuple(files))))
 
 
 class KernelSourceLocator(caching._CacheLocator):
@@ -71,7 +157,7 @@ class KernelSourceLocator(caching._CacheLocator):
         return self._cache_path
 
     def get_source_stamp(self):
-        return source_hash()
+        return module_hash(self._py_file)
 
     def get_disambiguator(self):
         return str(self._lineno)
