@@ -17,6 +17,8 @@ from .ops import elementwise as _elementwise  # noqa: F401  (registers the ops)
 from .ops import reduction as _reduction  # noqa: F401  (registers the ops)
 from .ops import rowwise as _rowwise  # noqa: F401  (registers the ops)
 from . import reduce_executor as _reduce_executor  # noqa: F401  (registers its executors)
+from .ops import matmul as _matmul  # noqa: F401  (registers matmul and gemm)
+from . import matmul_executor as _matmul_executor  # noqa: F401  (registers its executor)
 from .param_table import ParamTable
 
 __version__ = "0.1.0"

@@ -172,3 +172,28 @@ def sizes_in_bucket(table):
     """Strategy: a plane shape anywhere in the table's bucket (the table must serve it)."""
     (lo0, hi0), (lo1, hi1) = table.bucket
     return st.tuples(st.integers(lo0 + 1, hi0), st.integers(lo1 + 1, hi1))
+
+
+# ---------------------------------------------------------------- matmul tables
+
+
+def matmul_coverage(table, M, N, batch):
+    """Count array (batch, M, N): how many tiles of a matmul table write each output element
+    of an M x N x batch problem, with the driver's clipping of tiles at M, N and the batch
+    count (the K dimension is not in the table: it is walked whole inside every tile)."""
+    cover = np.zeros((batch, M, N), np.int32)
+    for _, m0, n0, tm, tn, b in table.entries:
+        if b < batch and m0 < M and n0 < N:
+            cover[b, m0:min(m0 + tm, M), n0:min(n0 + tn, N)] += 1
+    return cover
+
+
+def check_matmul_coverage(table, M, N, batch):
+    """Assert that the table covers an M x N x batch output exactly once and that the
+    problem lies in the table's bucket."""
+    for size, (lo, hi), what in zip((M, N, batch), (table.bucket[0], table.bucket[1],
+                                                     table.bucket[3]), "MN" + "b"):
+        assert lo < size <= hi or size == hi == 0, f"{what}={size} outside the bucket {lo, hi}"
+    cover = matmul_coverage(table, M, N, batch)
+    assert (cover == 1).all(), f"{int((cover == 0).sum())} elements uncovered, " \
+                               f"{int((cover > 1).sum())} covered more than once"

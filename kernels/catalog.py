@@ -20,6 +20,8 @@ class FamilySpec:
 
     ``tiles``: per slot ``(T0, T1, w)``: tile rows, tile columns and the VARIABLE_PARTIAL
     window on columns. ``quanta``: the bucket quantum of the row and column dimension.
+    ``dtype_tiles``: ``((dtype, tiles), ...)`` for families whose tiles differ by dtype
+    (register blocking depends on the vector width); ``tiles`` is then the first dtype's.
     """
     name: str
     ops: tuple
@@ -29,6 +31,10 @@ class FamilySpec:
     quanta: tuple = (1, 32)
     target: str = "cpu"
     op_base: int = 0
+    dtype_tiles: tuple = ()
+
+    def tiles_for(self, dtype):
+        return dict(self.dtype_tiles).get(dtype, self.tiles)
 
 
 @dataclass(frozen=True)
@@ -55,14 +61,15 @@ class Catalog:
             for dtype in fam.dtypes:
                 self.base[(fam.name, dtype)] = len(self.kernels)
                 for op in fam.ops:
-                    for slot, (t0, t1, w) in enumerate(fam.tiles):
+                    for slot, (t0, t1, w) in enumerate(fam.tiles_for(dtype)):
                         self.kernels.append(StaticKernel(
                             len(self.kernels), fam.name, op, dtype, (t0, t1), w, slot,
                             fam.target, fam.tail_modes))
         payload = json.dumps({
             "format": CATALOG_FORMAT,
             "families": [[f.name, list(f.ops), list(f.dtypes), [list(t) for t in f.tiles],
-                          sorted(int(m) for m in f.tail_modes), list(f.quanta), f.target, f.op_base]
+                          sorted(int(m) for m in f.tail_modes), list(f.quanta), f.target, f.op_base,
+                          [[d, [list(t) for t in ts]] for d, ts in f.dtype_tiles]]
                          for f in families]}, sort_keys=True)
         self.hash = hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -92,6 +99,7 @@ def _build():
     from .cpu.reduce import REDUCE_OPS, REDUCE_TILES
     from .cpu.rowwise import ROWWISE_OPS, ROWWISE_TILES
     from .cpu.scalar_ops import BINARY_OPS, UNARY_OPS
+    from .cpu.gemm import SLOTS_F32, SLOTS_F64
     families = [
         FamilySpec("unary", UNARY_OPS, ("float32", "float64", "int32", "int64"),
                    ELEMENTWISE_TILES),
@@ -104,6 +112,13 @@ def _build():
                    REDUCE_TILES, tail_modes=frozenset({TailMode.VARIABLE_FULL})),
         FamilySpec("rowwise", ROWWISE_OPS, ("float32", "float64"), ROWWISE_TILES,
                    tail_modes=frozenset({TailMode.VARIABLE_FULL}), quanta=(1, 8)),
+        # matmul micro-kernel slots: macro tile MC x NC per slot (K walked inside, in KC
+        # blocks); tiles are clipped at the edges (VARIABLE tails), K is never overlapped
+        FamilySpec("matmul", ("matmul",), ("float32", "float64"),
+                   tuple((mc, nc, 0) for _, _, mc, nc, _ in SLOTS_F32),
+                   tail_modes=frozenset({TailMode.VARIABLE_FULL}), quanta=(8, 16),
+                   dtype_tiles=(("float32", tuple((mc, nc, 0) for _, _, mc, nc, _ in SLOTS_F32)),
+                                ("float64", tuple((mc, nc, 0) for _, _, mc, nc, _ in SLOTS_F64)))),
     ]
     return Catalog(families)
 

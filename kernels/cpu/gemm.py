@@ -41,6 +41,7 @@ import numba
 from numba import njit, prange, types
 from numba.extending import overload
 
+from .elementwise import _map_contig
 from .gemm_ukernel import make_ukernel, make_dot_ukernel, load_at, store_at
 
 # --------------------------------------------------------------------------
@@ -207,7 +208,9 @@ def _epilogue(ws_c, ldc, mv, nv, c_buf, c_off, c_rs, c_cs, alpha, beta,
               cin_buf, cin_off, cin_rs, cin_cs, bias_buf, bias_off, bias_s,
               has_bias, act):
     """C[i, j] = act(alpha*acc[i, j] + beta*C_in[i, j] + bias[j]) for the
-    valid mv x nv part of the accumulator tile ``ws_c`` (row stride ldc)."""
+    valid mv x nv part of the accumulator tile ``ws_c`` (row stride ldc).
+    ``act``: 0 none, else 1 + a unary op code of ``scalar_ops.UNARY_OPS`` that
+    takes no attribute (1 = relu)."""
     al = ws_c.dtype.type(alpha)
     be = ws_c.dtype.type(beta)
     zero = ws_c.dtype.type(0)
@@ -228,9 +231,8 @@ def _epilogue(ws_c, ldc, mv, nv, c_buf, c_off, c_rs, c_cs, alpha, beta,
         if has_bias:
             for j in range(nv):
                 store_at(ws_c, w + j, load_at(ws_c, w + j) + load_at(bias_buf, bias_off + j * bias_s))
-        if act == 1:
-            for j in range(nv):
-                store_at(ws_c, w + j, max(load_at(ws_c, w + j), zero))
+        if act > 0:  # unary op code + 1, vectorized over the row
+            _map_contig(act - 1, ws_c[w:w + nv], ws_c[w:w + nv], nv, zero, zero)
         co = c_off + i * c_rs
         if c_cs == 1:
             for j in range(nv):
@@ -304,7 +306,7 @@ def _tile_dot(m0, n0, mv, nv, bt, K,
     b0 = b_off + bt * b_bs + n0 * b_cs
     reuse = nkb * KC * NC <= ws_b.size
     same_b = (reuse and b_state[0] == 1 and b_state[1] == DOT_SLOT and b_state[2] == n0
-              and b_state[3] == nv and b_state[4] == bt and b_state[5] == K)
+              and b_state[3] == nv and b_state[4] == b_off + bt * b_bs and b_state[5] == K)
     if K == 0:
         for i in range(mv):
             for j in range(nv):
@@ -344,7 +346,7 @@ def _tile_dot(m0, n0, mv, nv, bt, K,
         b_state[1] = DOT_SLOT
         b_state[2] = n0
         b_state[3] = nv
-        b_state[4] = bt
+        b_state[4] = b_off + bt * b_bs
         b_state[5] = K
     else:
         b_state[0] = 0
@@ -394,7 +396,7 @@ def _tile(slot, m0, n0, mv, nv, bt, K,
     # whole-K packed-B cache, reused by consecutive tiles with the same B panel
     reuse = (not direct_b) and nkb * KC * NC <= ws_b.size
     same_b = (reuse and b_state[0] == 1 and b_state[1] == slot and b_state[2] == n0
-              and b_state[3] == nv and b_state[4] == bt and b_state[5] == K)
+              and b_state[3] == nv and b_state[4] == b_off + bt * b_bs and b_state[5] == K)
     if K == 0:
         for i in range(mv):
             for j in range(nv):
@@ -425,7 +427,7 @@ def _tile(slot, m0, n0, mv, nv, bt, K,
         b_state[1] = slot
         b_state[2] = n0
         b_state[3] = nv
-        b_state[4] = bt
+        b_state[4] = b_off + bt * b_bs
         b_state[5] = K
     else:
         b_state[0] = 0
@@ -445,45 +447,36 @@ def _aligned_empty(n, dtype_like):
     return raw[s:s + n]
 
 
-@njit(parallel=True, cache=True)
-def gemm_driver(table, K,
-                a_buf, a_off, a_rs, a_cs, a_bs,
-                b_buf, b_off, b_rs, b_cs, b_bs,
-                c_buf, c_off, c_rs, c_cs, c_bs,
-                alpha, beta,
-                cin_buf, cin_off, cin_rs, cin_cs, cin_bs,
-                bias_buf, bias_off, bias_s, has_bias, act, nthreads):
-    """Compute every output tile listed in ``table``.
+def matmul_driver(table, M, N, K, boffs,
+                  a_buf, a_rs, a_cs, b_buf, b_rs, b_cs, c_buf, c_rs, c_cs,
+                  alpha, beta, cin_buf, cin_rs, cin_cs,
+                  bias_buf, bias_off, bias_s, has_bias, act, nthreads):
+    """Compute every output tile listed in ``table`` for an M x N x K problem.
 
-    For each row ``(slot, m0, n0, mv, nv, b)`` of ``table`` (int64, shape
-    (ntiles, 6)) and all ``0 <= i < mv``, ``0 <= j < nv``::
+    For each row ``(slot, m0, n0, tm, tn, b)`` of ``table`` (int64, (ntiles, 6)) with
+    ``b < nbatch = boffs.shape[0]``, ``mv = min(tm, M - m0) > 0``, ``nv = min(tn, N - n0) > 0``
+    and all ``0 <= i < mv``, ``0 <= j < nv``::
 
         C[b, m0+i, n0+j] = act(alpha * sum_k A[b, m0+i, k] * B[b, k, n0+j]
                                + beta * C_in[b, m0+i, n0+j] + bias[n0+j])
 
-    with ``X[b, i, j] = x_buf[x_off + b*x_bs + i*x_rs + j*x_cs]`` for
-    X in (A, B, C, C_in) and ``bias[j] = bias_buf[bias_off + j*bias_s]``.
+    with ``A[b, i, k] = a_buf[boffs[b, 0] + i*a_rs + k*a_cs]``, B, C and C_in likewise with
+    ``boffs[b, 1]``, ``boffs[b, 2]``, ``boffs[b, 3]``, and ``bias[j] = bias_buf[bias_off +
+    j*bias_s]``. Rows past M, N or the batch count are skipped, so one table serves every
+    problem of its bucket (the tiles are clipped: VARIABLE tails; K is never tiled here).
 
-    * buffers: 1-D C-contiguous float32 or float64 arrays, all one dtype;
-      offsets/strides int64 elements of any sign (0 allowed for broadcast
-      C_in / bias / batch).  A, B, C_in and bias are only read; C must not
-      overlap A, B, bias or another tile's output; C_in may be C itself
-      (same offset and strides) or must not overlap it.  The table must
-      not list an output element twice.
-    * ``K >= 0``.  ``beta == 0`` means C_in is never read (may be a dummy);
-      ``has_bias == 0`` means bias is never read.  ``act``: 0 none, 1 relu.
-    * ``slot`` in ``0..NSLOTS-1``; ``1 <= mv <= MC(slot)``,
-      ``1 <= nv <= NC(slot)`` (see ``SLOTS_F32``/``SLOTS_F64``).
-    * every index touched must be in bounds: not checked.
-    * ``nthreads``: number of chunks (pass ``numba.get_num_threads()``; it
-      is an argument because calling it inside would defeat the disk cache).
-    Tiles are split into ``nthreads`` contiguous chunks, one per thread;
-    consecutive rows with the same (slot, n0, nv, b) reuse the packed B
-    panel, so order the table n-major (see ``make_gemm_table``).
-    Per-thread workspace is allocated per call (packed A block, packed B
-    for the whole K when <= 2M elements, an MC x NC accumulator tile).
+    * buffers: 1-D float32 or float64 arrays, all of one dtype; offsets/strides int64
+      elements of any sign (0 for broadcast). A, B, C_in, bias are only read; C must not
+      overlap A, B, bias; C_in may be C itself (same offsets and strides) or disjoint from it.
+    * ``K >= 0``; ``beta == 0`` never reads C_in; ``has_bias == 0`` never reads bias;
+      ``act``: 0 none, else 1 + an attribute-free unary op code.
+    * ``slot`` in ``0..NSLOTS-1``, ``1 <= tm <= MC(slot)``, ``1 <= tn <= NC(slot)``; every
+      index touched must be in bounds (not checked: the runtime validates tables).
+    * ``nthreads``: number of contiguous table chunks, one per thread; consecutive rows with
+      the same B panel reuse the packed B (order tables n-major: ``make_gemm_table``).
     """
     ntiles = table.shape[0]
+    nbatch = boffs.shape[0]
     nth = max(1, min(nthreads, ntiles))
     cfg = _slot_cfg_stub(c_buf)
     # workspace sizes over the slots used by the table
@@ -512,14 +505,33 @@ def gemm_driver(table, K,
         ws_c = _aligned_empty(sc, c_buf)
         b_state = np.zeros(6, np.int64)
         for t in range(lo, hi):
-            _tile(table[t, 0], table[t, 1], table[t, 2], table[t, 3], table[t, 4],
-                  table[t, 5], K,
-                  a_buf, a_off, a_rs, a_cs, a_bs,
-                  b_buf, b_off, b_rs, b_cs, b_bs,
-                  c_buf, c_off, c_rs, c_cs, c_bs, alpha, beta,
-                  cin_buf, cin_off, cin_rs, cin_cs, cin_bs,
+            bt = table[t, 5]
+            m0 = table[t, 1]
+            n0 = table[t, 2]
+            mv = min(table[t, 3], M - m0)
+            nv = min(table[t, 4], N - n0)
+            if bt >= nbatch or mv <= 0 or nv <= 0:
+                continue
+            _tile(table[t, 0], m0, n0, mv, nv, bt, K,
+                  a_buf, boffs[bt, 0], a_rs, a_cs, 0,
+                  b_buf, boffs[bt, 1], b_rs, b_cs, 0,
+                  c_buf, boffs[bt, 2], c_rs, c_cs, 0, alpha, beta,
+                  cin_buf, boffs[bt, 3], cin_rs, cin_cs, 0,
                   bias_buf, bias_off, bias_s, has_bias, act,
                   ws_a, ws_b, ws_c, b_state)
+
+
+def matmul_signature(dtype):
+    """The one Numba signature of ``matmul_driver`` for ``dtype`` ("float32"/"float64")."""
+    f = getattr(types, dtype)
+    buf = types.Array(f, 1, "C", readonly=True)
+    out = types.Array(f, 1, "C")
+    i64 = types.int64
+    tab = types.Array(types.int64, 2, "C", readonly=True)
+    return (tab, i64, i64, i64, tab,
+            buf, i64, i64, buf, i64, i64, out, i64, i64,
+            types.float64, types.float64, buf, i64, i64,
+            buf, i64, i64, i64, i64, i64)
 
 
 # --------------------------------------------------------------------------
@@ -722,11 +734,20 @@ def gemm(a, b, out=None, alpha=1.0, beta=0.0, c=None, bias=None, act=None,
     else:
         sb, so, sst, hb = np.zeros(1, dt), 0, 0, 0
     actc = {None: 0, 'none': 0, 'relu': 1}[act]
+    bi = np.arange(nb, dtype=np.int64)
+    boffs = np.stack([ao + bi * abs_, bo + bi * bbs, co + bi * cbs, io + bi * ibs], axis=1)
     i = np.int64
-    gemm_driver(table, i(K), ab, i(ao), i(ars), i(acs), i(abs_),
-                bb, i(bo), i(brs), i(bcs), i(bbs),
-                cb, i(co), i(crs), i(ccs), i(cbs),
-                float(alpha), float(beta),
-                ib, i(io), i(irs), i(ics), i(ibs),
-                sb, i(so), i(sst), i(hb), i(actc), i(nthreads))
+    from .. import drivers
+    drivers.get("matmul", dt.name)(
+        table, i(M), i(N), i(K), boffs, ab, i(ars), i(acs), bb, i(brs), i(bcs),
+        cb, i(crs), i(ccs), float(alpha), float(beta), ib, i(irs), i(ics),
+        sb, i(so), i(sst), i(hb), i(actc), i(nthreads))
     return out
+
+
+def _register():
+    from .. import drivers
+    drivers.register("matmul", matmul_driver, matmul_signature)
+
+
+_register()

@@ -139,25 +139,32 @@ def test_heuristic_shapes(dt, M, N, K):
 
 
 def test_driver_direct_table():
-    """Call gemm_driver directly with a hand-made table mixing slots."""
+    """Call the matmul driver directly with a hand-made table mixing slots, tiles reaching
+    past M and N (clipped) and rows of a batch that does not exist (skipped)."""
     import numba
+    from dynshape_kernels import drivers
     M, N, K = 37, 150, 45
     rng = np.random.default_rng(1)
     a = rng.standard_normal((M, K)).astype(np.float32)
     b = rng.standard_normal((K, N)).astype(np.float32)
     c = np.zeros((M, N), np.float32)
     t0 = G.make_gemm_table(20, N, 20, 64, slot=0)
-    t1 = G.make_gemm_table(M - 20, N, 8, 48, slot=1)
+    t1 = G.make_gemm_table(M - 20 + 7, N + 30, 8, 48, slot=1)   # past M and N: clipped
     t1[:, 1] += 20
-    table = np.concatenate([t0, t1])
+    t2 = G.make_gemm_table(M, N, 64, 64, slot=1, batch=2)[-3:]   # batch 1: skipped
+    table = np.concatenate([t0, t1, t2])
     i = np.int64
     dummy = np.zeros(1, np.float32)
-    G.gemm_driver(table, i(K), a.ravel(), i(0), i(K), i(1), i(0),
-                  b.ravel(), i(0), i(N), i(1), i(0),
-                  c.ravel(), i(0), i(N), i(1), i(0), 1.0, 0.0,
-                  dummy, i(0), i(0), i(0), i(0), dummy, i(0), i(0), i(0), i(0),
-                  i(numba.get_num_threads()))
-    _check(c, a.astype(np.float64) @ b, np.float32, K)
+    boffs = np.zeros((1, 4), np.int64)
+    guard = np.full(M * N + 16, 7.0, np.float32)
+    cv = guard[8:8 + M * N]
+    boffs[0, 2] = 0
+    drivers.get("matmul", "float32")(
+        table, i(M), i(N), i(K), boffs, a.ravel(), i(K), i(1), b.ravel(), i(N), i(1),
+        cv, i(N), i(1), 1.0, 0.0, dummy, i(0), i(0), dummy, i(0), i(0), i(0), i(0),
+        i(numba.get_num_threads()))
+    _check(cv.reshape(M, N), a.astype(np.float64) @ b, np.float32, K)
+    assert (guard[:8] == 7).all() and (guard[8 + M * N:] == 7).all()
     assert G.make_gemm_table(0, 5, 4, 4).shape == (0, G.TABLE_COLS)
 
 
