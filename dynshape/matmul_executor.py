@@ -6,6 +6,12 @@ sizes, so every shape of a bucket shares it. Batch dimensions of any rank, broad
 strides become one int64 array of per-batch element offsets (A, B, C, C_in), so operands are
 read in place whatever their layout; nothing is copied except an output that overlaps an
 input (computed into a temporary, then copied).
+
+Epilogue program: ``launch.extra["steps"] = (prog, pattrs, sides, sgeo)`` (see
+``dynshape_kernels.cpu.steps``) runs elementwise steps on every output tile before it is
+stored; the tile origin is (row, column) of the output matrix of flattened batch ``b``, so a
+side input's ``sgeo`` outer stride steps over the flattened batch index. Fused sequences that
+start with a matmul set it; ``run("matmul")`` leaves it empty.
 """
 import math
 
@@ -14,6 +20,7 @@ import numpy as np
 from dynshape_kernels import drivers
 from dynshape_kernels.catalog import CATALOG
 from dynshape_kernels.cpu.gemm import NSLOTS, TABLE_COLS, _slots_for
+from dynshape_kernels.cpu.steps import MAX_SIDES, empty_program
 
 from . import config
 from .bucket import bucket
@@ -158,6 +165,19 @@ def _operand(x, dt):
     return buf, off, st[-2], st[-1]
 
 
+_NO_STEPS = {}
+
+
+def _no_steps(dt):
+    """The empty epilogue program (prog, pattrs, sides, sgeo) of dtype ``dt``."""
+    st = _NO_STEPS.get(dt)
+    if st is None:
+        dummy = np.zeros(1, dt)
+        st = _NO_STEPS[dt] = (empty_program(), np.zeros(2, dt), (dummy,) * MAX_SIDES,
+                              np.zeros((MAX_SIDES, 4), np.int64))
+    return st
+
+
 def _overlaps(out, *arrays):
     return any(x is not None and x.size and np.may_share_memory(out, x) for x in arrays)
 
@@ -207,11 +227,12 @@ def run_matmul(launch):
     boffs[:, 1] = _batch_offsets(batch, b, bo) if K else 0
     boffs[:, 2] = _batch_offsets(batch, out, co)
     boffs[:, 3] = ioffs
+    prog, pattrs, sides, sgeo = ex.get("steps") or _no_steps(dt)
     i = np.int64
     drivers.get("matmul", launch.dtype)(
         table.entries, i(M), i(N), i(K), boffs, ab, i(ars), i(acs), bb, i(brs), i(bcs),
         cb, i(crs), i(ccs), float(ex["alpha"]), float(beta), ib, i(irs), i(ics),
-        sb, i(so), i(sst), i(hb), i(ex["act"]), i(nthreads))
+        sb, i(so), i(sst), i(hb), i(ex["act"]), prog, pattrs, sides, sgeo, i(nthreads))
     config.counters["driver_calls"] += 1
     return launch.result
 

@@ -264,3 +264,33 @@ def test_corrupt_table_is_refused():
     t2.entries = bad
     with pytest.raises(dynshape.TableFormatError, match="macro tile"):
         t2.validate()
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_epilogue_step_program(dt):
+    """The GEMM epilogue runs a step program (what fused sequences starting with a matmul
+    use): y = exp(-(a @ b + row_side)) * col_side, per batch."""
+    from dynshape import ops
+    from dynshape.matmul_executor import run_matmul
+    from dynshape_kernels.cpu import steps
+    from dynshape_kernels.cpu.scalar_ops import BINARY_OPS, UNARY_OPS
+    rng = np.random.default_rng(11)
+    nb, M, N, K = 3, 45, 70, 33
+    a = rng.standard_normal((nb, M, K)).astype(dt)
+    b = rng.standard_normal((K, N)).astype(dt)
+    row = rng.standard_normal(N).astype(dt)            # broadcast over rows and batches
+    col = rng.standard_normal((nb, M, 1)).astype(dt)   # one value per (batch, row)
+    prog = np.array([[steps.K_SIDE_R, BINARY_OPS.index("add"), 0, 0],
+                     [steps.K_UNARY, UNARY_OPS.index("neg"), 0, 0],
+                     [steps.K_UNARY, UNARY_OPS.index("exp"), 0, 0],
+                     [steps.K_SIDE_L, BINARY_OPS.index("mul"), 1, 0]], np.int64)
+    sgeo = np.zeros((steps.MAX_SIDES, 4), np.int64)
+    sgeo[0] = (0, 0, 0, 1)
+    sgeo[1] = (0, M, 1, 0)
+    dummy = np.zeros(1, dt)
+    launch = ops.get("matmul").prepare([a, b], None, {})
+    launch.extra["steps"] = (prog, np.zeros(2, dt), (row, col.reshape(-1), dummy, dummy), sgeo)
+    y = run_matmul(launch)
+    ref = col * np.exp(-(a.astype(np.float64) @ b + row))
+    tol = 1e-4 if dt == np.float32 else 1e-11
+    np.testing.assert_allclose(y, ref, rtol=tol, atol=tol)

@@ -42,6 +42,7 @@ from numba import njit, prange, types
 from numba.extending import overload
 
 from .elementwise import _map_contig
+from .steps import MAX_SIDES, apply_steps, empty_program
 from .gemm_ukernel import make_ukernel, make_dot_ukernel, load_at, store_at
 
 # --------------------------------------------------------------------------
@@ -206,11 +207,12 @@ def pack_b(b, off, rs, cs, kc, nv, NR, dst, dbase):
 @njit(cache=True)
 def _epilogue(ws_c, ldc, mv, nv, c_buf, c_off, c_rs, c_cs, alpha, beta,
               cin_buf, cin_off, cin_rs, cin_cs, bias_buf, bias_off, bias_s,
-              has_bias, act):
+              has_bias, act, m0, n0, bt, prog, pattrs, sides, sgeo):
     """C[i, j] = act(alpha*acc[i, j] + beta*C_in[i, j] + bias[j]) for the
     valid mv x nv part of the accumulator tile ``ws_c`` (row stride ldc).
     ``act``: 0 none, else 1 + a unary op code of ``scalar_ops.UNARY_OPS`` that
-    takes no attribute (1 = relu)."""
+    takes no attribute (1 = relu). Then the step program ``prog`` (steps.apply_steps; the
+    tile's origin in the output is (m0, n0) of batch bt) runs on the tile, then it is stored."""
     al = ws_c.dtype.type(alpha)
     be = ws_c.dtype.type(beta)
     zero = ws_c.dtype.type(0)
@@ -233,6 +235,10 @@ def _epilogue(ws_c, ldc, mv, nv, c_buf, c_off, c_rs, c_cs, alpha, beta,
                 store_at(ws_c, w + j, load_at(ws_c, w + j) + load_at(bias_buf, bias_off + j * bias_s))
         if act > 0:  # unary op code + 1, vectorized over the row
             _map_contig(act - 1, ws_c[w:w + nv], ws_c[w:w + nv], nv, zero, zero)
+    if prog.shape[0] > 0:
+        apply_steps(prog, pattrs, ws_c, 0, ldc, mv, nv, m0, n0, bt, sides, sgeo)
+    for i in range(mv):
+        w = i * ldc
         co = c_off + i * c_rs
         if c_cs == 1:
             for j in range(nv):
@@ -288,7 +294,7 @@ def _tile_dot(m0, n0, mv, nv, bt, K,
               c_buf, c_off, c_rs, c_cs, c_bs, alpha, beta,
               cin_buf, cin_off, cin_rs, cin_cs, cin_bs,
               bias_buf, bias_off, bias_s, has_bias, act,
-              ws_a, ws_b, ws_c, b_state):
+              ws_a, ws_b, ws_c, b_state, prog, pattrs, sides, sgeo):
     """Tile of the inner-product slot: A rows read in place when a_cs == 1
     (else packed row-major), B packed transposed (reused across tiles)."""
     cfg = _slot_cfg_stub(c_buf)[DOT_SLOT]
@@ -353,7 +359,8 @@ def _tile_dot(m0, n0, mv, nv, bt, K,
     _epilogue(ws_c, ldc, mv, nv, c_buf, c_off + bt * c_bs + m0 * c_rs + n0 * c_cs,
               c_rs, c_cs, alpha, beta,
               cin_buf, cin_off + bt * cin_bs + m0 * cin_rs + n0 * cin_cs, cin_rs, cin_cs,
-              bias_buf, bias_off + n0 * bias_s, bias_s, has_bias, act)
+              bias_buf, bias_off + n0 * bias_s, bias_s, has_bias, act,
+              m0, n0, bt, prog, pattrs, sides, sgeo)
 
 
 # --------------------------------------------------------------------------
@@ -366,7 +373,7 @@ def _tile(slot, m0, n0, mv, nv, bt, K,
           c_buf, c_off, c_rs, c_cs, c_bs, alpha, beta,
           cin_buf, cin_off, cin_rs, cin_cs, cin_bs,
           bias_buf, bias_off, bias_s, has_bias, act,
-          ws_a, ws_b, ws_c, b_state):
+          ws_a, ws_b, ws_c, b_state, prog, pattrs, sides, sgeo):
     """One table row: C tile (m0:m0+mv, n0:n0+nv) of batch bt, all of K.
     Arguments as in ``gemm_driver``; ws_* are the per-thread buffers and
     ``b_state`` remembers which B panel ws_b holds (for reuse)."""
@@ -374,7 +381,8 @@ def _tile(slot, m0, n0, mv, nv, bt, K,
         _tile_dot(m0, n0, mv, nv, bt, K, a_buf, a_off, a_rs, a_cs, a_bs,
                   b_buf, b_off, b_rs, b_cs, b_bs, c_buf, c_off, c_rs, c_cs, c_bs,
                   alpha, beta, cin_buf, cin_off, cin_rs, cin_cs, cin_bs,
-                  bias_buf, bias_off, bias_s, has_bias, act, ws_a, ws_b, ws_c, b_state)
+                  bias_buf, bias_off, bias_s, has_bias, act, ws_a, ws_b, ws_c, b_state,
+                  prog, pattrs, sides, sgeo)
         return
     cfg = _slot_cfg_stub(c_buf)[slot]
     MR = cfg[0]
@@ -434,7 +442,8 @@ def _tile(slot, m0, n0, mv, nv, bt, K,
     _epilogue(ws_c, ldc, mv, nv, c_buf, c_off + bt * c_bs + m0 * c_rs + n0 * c_cs,
               c_rs, c_cs, alpha, beta,
               cin_buf, cin_off + bt * cin_bs + m0 * cin_rs + n0 * cin_cs, cin_rs, cin_cs,
-              bias_buf, bias_off + n0 * bias_s, bias_s, has_bias, act)
+              bias_buf, bias_off + n0 * bias_s, bias_s, has_bias, act,
+              m0, n0, bt, prog, pattrs, sides, sgeo)
 
 
 @njit(cache=True)
@@ -450,7 +459,8 @@ def _aligned_empty(n, dtype_like):
 def matmul_driver(table, M, N, K, boffs,
                   a_buf, a_rs, a_cs, b_buf, b_rs, b_cs, c_buf, c_rs, c_cs,
                   alpha, beta, cin_buf, cin_rs, cin_cs,
-                  bias_buf, bias_off, bias_s, has_bias, act, nthreads):
+                  bias_buf, bias_off, bias_s, has_bias, act, prog, pattrs, sides, sgeo,
+                  nthreads):
     """Compute every output tile listed in ``table`` for an M x N x K problem.
 
     For each row ``(slot, m0, n0, tm, tn, b)`` of ``table`` (int64, (ntiles, 6)) with
@@ -470,6 +480,9 @@ def matmul_driver(table, M, N, K, boffs,
       overlap A, B, bias; C_in may be C itself (same offsets and strides) or disjoint from it.
     * ``K >= 0``; ``beta == 0`` never reads C_in; ``has_bias == 0`` never reads bias;
       ``act``: 0 none, else 1 + an attribute-free unary op code.
+    * epilogue program: after the activation, ``steps.apply_steps(prog, pattrs, tile, ...,
+      row0=m0, col0=n0, outer=b, sides, sgeo)`` runs on each tile before it is stored (the
+      fused sequences' epilogue: elementwise steps with side inputs); ``prog`` may be empty.
     * ``slot`` in ``0..NSLOTS-1``, ``1 <= tm <= MC(slot)``, ``1 <= tn <= NC(slot)``; every
       index touched must be in bounds (not checked: the runtime validates tables).
     * ``nthreads``: number of contiguous table chunks, one per thread; consecutive rows with
@@ -518,7 +531,7 @@ def matmul_driver(table, M, N, K, boffs,
                   c_buf, boffs[bt, 2], c_rs, c_cs, 0, alpha, beta,
                   cin_buf, boffs[bt, 3], cin_rs, cin_cs, 0,
                   bias_buf, bias_off, bias_s, has_bias, act,
-                  ws_a, ws_b, ws_c, b_state)
+                  ws_a, ws_b, ws_c, b_state, prog, pattrs, sides, sgeo)
 
 
 def matmul_signature(dtype):
@@ -528,10 +541,11 @@ def matmul_signature(dtype):
     out = types.Array(f, 1, "C")
     i64 = types.int64
     tab = types.Array(types.int64, 2, "C", readonly=True)
+    sides = types.UniTuple(buf, MAX_SIDES)
     return (tab, i64, i64, i64, tab,
             buf, i64, i64, buf, i64, i64, out, i64, i64,
             types.float64, types.float64, buf, i64, i64,
-            buf, i64, i64, i64, i64, i64)
+            buf, i64, i64, i64, i64, tab, buf, sides, tab, i64)
 
 
 # --------------------------------------------------------------------------
@@ -741,7 +755,8 @@ def gemm(a, b, out=None, alpha=1.0, beta=0.0, c=None, bias=None, act=None,
     drivers.get("matmul", dt.name)(
         table, i(M), i(N), i(K), boffs, ab, i(ars), i(acs), bb, i(brs), i(bcs),
         cb, i(crs), i(ccs), float(alpha), float(beta), ib, i(irs), i(ics),
-        sb, i(so), i(sst), i(hb), i(actc), i(nthreads))
+        sb, i(so), i(sst), i(hb), i(actc), empty_program(), np.zeros(2, dt),
+        (np.zeros(1, dt),) * MAX_SIDES, np.zeros((MAX_SIDES, 4), np.int64), i(nthreads))
     return out
 
 

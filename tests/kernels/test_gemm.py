@@ -143,6 +143,7 @@ def test_driver_direct_table():
     past M and N (clipped) and rows of a batch that does not exist (skipped)."""
     import numba
     from dynshape_kernels import drivers
+    from dynshape_kernels.cpu import steps
     M, N, K = 37, 150, 45
     rng = np.random.default_rng(1)
     a = rng.standard_normal((M, K)).astype(np.float32)
@@ -162,7 +163,8 @@ def test_driver_direct_table():
     drivers.get("matmul", "float32")(
         table, i(M), i(N), i(K), boffs, a.ravel(), i(K), i(1), b.ravel(), i(N), i(1),
         cv, i(N), i(1), 1.0, 0.0, dummy, i(0), i(0), dummy, i(0), i(0), i(0), i(0),
-        i(numba.get_num_threads()))
+        steps.empty_program(), np.zeros(2, np.float32), (dummy,) * steps.MAX_SIDES,
+        np.zeros((steps.MAX_SIDES, 4), np.int64), i(numba.get_num_threads()))
     _check(cv.reshape(M, N), a.astype(np.float64) @ b, np.float32, K)
     assert (guard[:8] == 7).all() and (guard[8 + M * N:] == 7).all()
     assert G.make_gemm_table(0, 5, 4, 4).shape == (0, G.TABLE_COLS)

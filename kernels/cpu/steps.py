@@ -1,0 +1,144 @@
+"""Step programs: a cascade of elementwise kernels applied in place to a tile (seed 004, Fig. 13).
+
+A *step program* is data, not code: an int64 array ``prog`` of shape (nsteps, 4), one row
+per step, ``(kind, op code, side index, attr index)``:
+
+=========== =====================================================================================
+kind        meaning of the step (``v`` is the running tile value)
+=========== =====================================================================================
+K_UNARY     ``v = unary[code](v; pattrs[attr], pattrs[attr + 1])`` (codes: scalar_ops.UNARY_OPS)
+K_SIDE_R    ``v = binary[code](v, side)`` -- the side input is the right operand
+K_SIDE_L    ``v = binary[code](side, v)`` -- the side input is the left operand
+K_CONST_R   ``v = binary[code](v, pattrs[attr])`` -- a constant right operand
+K_CONST_L   ``v = binary[code](pattrs[attr], v)`` -- a constant left operand
+=========== =====================================================================================
+
+Binary codes are scalar_ops.BINARY_OPS. ``pattrs`` is a 1-D array of the tile dtype holding
+every step's attributes (unused slots are ignored). The side index selects one of the four
+side inputs ``sides`` (a UniTuple of four 1-D arrays of the tile dtype; unused ones are
+dummies) whose geometry is ``sgeo[side] = (offset, outer stride, row stride, column stride)``
+in elements (any sign; 0 = broadcast along that axis).
+
+:func:`apply_steps` is the one interpreter of step programs: the fused-sequence driver
+(kernels/cpu/fused.py) runs it on every tile, and the GEMM / conv drivers call it as their
+epilogue on the accumulator tile before it is stored. Per step it switches on the op code once
+per tile row, then runs a branch-free vectorized loop over the row (the loops of
+kernels/cpu/elementwise.py).
+"""
+import numpy as np
+from numba import njit
+
+from .elementwise import _map_contig, _zip_contig, _zip_scalar_a, _zip_scalar_b
+
+K_UNARY = 0
+K_SIDE_R = 1
+K_SIDE_L = 2
+K_CONST_R = 3
+K_CONST_L = 4
+
+MAX_SIDES = 4
+PROG_COLS = 4
+# column of ``prog`` / of ``sgeo``
+P_KIND, P_CODE, P_SIDE, P_ATTR = range(4)
+G_OFF, G_OUTER, G_ROW, G_COL = range(4)
+
+# strided side inputs are gathered into a scratch row of at most this many elements
+GATHER_CHUNK = 1024
+
+
+@njit(cache=True, error_model="numpy")
+def _side_row(code, kind, side, sb, cs, row, n, scratch):
+    """row = code(row, side[sb + j*cs]) (K_SIDE_R) or code(side[...], row) (K_SIDE_L)."""
+    if cs == 1:
+        if kind == K_SIDE_R:
+            _zip_contig(code, row, side[sb:sb + n], row, n)
+        else:
+            _zip_contig(code, side[sb:sb + n], row, row, n)
+    elif cs == 0:
+        if kind == K_SIDE_R:
+            _zip_scalar_b(code, row, side[sb], row, n)
+        else:
+            _zip_scalar_a(code, side[sb], row, row, n)
+    else:
+        k = 0
+        while k < n:
+            c = min(n - k, scratch.size)
+            for i in range(c):
+                scratch[i] = side[sb + (k + i) * cs]
+            part = row[k:k + c]
+            if kind == K_SIDE_R:
+                _zip_contig(code, part, scratch[:c], part, c)
+            else:
+                _zip_contig(code, scratch[:c], part, part, c)
+            k += c
+
+
+@njit(cache=True, error_model="numpy")
+def apply_steps_range(prog, first, last, pattrs, buf, boff, ld, nrows, ncols, row0, col0, outer,
+                      sides, sgeo):
+    """:func:`apply_steps` restricted to the steps ``prog[first:last]`` (no array slicing,
+    so drivers that run a program in parts share one compiled interpreter)."""
+    if first >= last or nrows <= 0 or ncols <= 0:
+        return
+    strided = False
+    for s in range(first, last):
+        k = prog[s, P_KIND]
+        if (k == K_SIDE_R or k == K_SIDE_L) and abs(sgeo[prog[s, P_SIDE], G_COL]) > 1:
+            strided = True
+    scratch = np.empty(min(ncols, GATHER_CHUNK) if strided else 0, dtype=buf.dtype)
+    for s in range(first, last):
+        kind = prog[s, P_KIND]
+        code = prog[s, P_CODE]
+        if kind == K_UNARY:
+            a0 = pattrs[prog[s, P_ATTR]]
+            a1 = pattrs[prog[s, P_ATTR] + 1]
+            for i in range(nrows):
+                o = boff + i * ld
+                row = buf[o:o + ncols]
+                _map_contig(code, row, row, ncols, a0, a1)
+        elif kind == K_CONST_R or kind == K_CONST_L:
+            c = pattrs[prog[s, P_ATTR]]
+            for i in range(nrows):
+                o = boff + i * ld
+                row = buf[o:o + ncols]
+                if kind == K_CONST_R:
+                    _zip_scalar_b(code, row, c, row, ncols)
+                else:
+                    _zip_scalar_a(code, c, row, row, ncols)
+        else:
+            si = prog[s, P_SIDE]
+            side = sides[si]
+            rs = sgeo[si, G_ROW]
+            cs = sgeo[si, G_COL]
+            sb0 = sgeo[si, G_OFF] + outer * sgeo[si, G_OUTER] + row0 * rs + col0 * cs
+            for i in range(nrows):
+                o = boff + i * ld
+                _side_row(code, kind, side, sb0 + i * rs, cs, buf[o:o + ncols], ncols, scratch)
+
+
+@njit(cache=True, error_model="numpy")
+def apply_steps(prog, pattrs, buf, boff, ld, nrows, ncols, row0, col0, outer, sides, sgeo):
+    """Apply the step program ``prog`` in place to a tile of ``buf``.
+
+    Tile element (i, j), 0 <= i < nrows, 0 <= j < ncols, lives at ``buf[boff + i*ld + j]``;
+    its position in the 2-D output plane is (row0 + i, col0 + j) of outer (batch) index
+    ``outer``, so side input s contributes
+    ``sides[s][sgeo[s, 0] + outer*sgeo[s, 1] + (row0 + i)*sgeo[s, 2] + (col0 + j)*sgeo[s, 3]]``.
+
+    Contract: ``prog`` int64 (nsteps, 4) rows (kind, op code, side index, attr index) as in
+    the module docstring; ``pattrs`` 1-D of the tile dtype; ``sides`` a UniTuple of 4 1-D
+    arrays of the tile dtype; ``sgeo`` int64 (4, 4). Every index a step computes must lie
+    inside its side array (the caller validates shapes); nothing is allocated unless a side
+    has a column stride other than 0 or 1 (then one scratch row of GATHER_CHUNK elements).
+    Integer tiles must not be given float-only unary ops or ``div`` (the caller refuses them).
+    Compiled with NumPy's error model (x/0 gives inf or nan, as in NumPy), which the loops it
+    calls inherit. Steps run one after the other over the whole tile, each step row by row
+    (one op-code switch per row, then a vectorized loop), so keep tiles small enough for L1/L2.
+    """
+    apply_steps_range(prog, 0, prog.shape[0], pattrs, buf, boff, ld, nrows, ncols, row0, col0,
+                      outer, sides, sgeo)
+
+
+def empty_program():
+    """A program of no steps (for drivers called without an epilogue)."""
+    return np.zeros((0, PROG_COLS), np.int64)
