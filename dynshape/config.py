@@ -1,17 +1,46 @@
-"""Process-wide runtime state: the table cache, the table-building policy and counters.
+"""Process-wide runtime state: the table cache, its table directory, the policy and counters.
 
 policy: "background" (default; simplified table at once, optimized one built in a background
 thread and swapped in), "simplified" (never optimize), "optimized" (optimize synchronously).
+``policy_scope`` overrides it for the calling thread (``dynshape.warmup`` uses the internal
+policy "warmup"); families read the policy in force with ``current_policy()``.
+
+Table directory: ``set_table_dir(path)``, initially the environment variable
+``DYNSHAPE_TABLE_DIR`` (unset or empty: None, no persistence). Tables live in
+``<dir>/<catalog hash>/<stable key hash>.npz`` (see ``table_store``).
 """
+import contextlib
+import contextvars
+import os
+import warnings
 from collections import Counter
 
+from .errors import ArgumentError
 from .table_cache import TableCache
+from .table_store import TableStore, TableStoreWarning
 
-cache = TableCache()
+POLICIES = ("background", "simplified", "optimized")
+_INTERNAL_POLICIES = POLICIES + ("warmup",)
+
+
+
+def _store_from_env():
+    path = os.environ.get("DYNSHAPE_TABLE_DIR")
+    if not path:
+        return None
+    try:
+        return TableStore(path)
+    except ArgumentError as exc:
+        warnings.warn(f"DYNSHAPE_TABLE_DIR ignored, tables are not persisted: {exc}",
+                      TableStoreWarning, stacklevel=2)
+        return None
+
+
+cache = TableCache(store=_store_from_env())
 policy = "background"
 counters = Counter()
 
-POLICIES = ("background", "simplified", "optimized")
+_policy_override = contextvars.ContextVar("dynshape_policy", default=None)
 
 
 def set_policy(p):
@@ -19,3 +48,30 @@ def set_policy(p):
     if p not in POLICIES:
         raise ValueError(f"unknown table policy {p!r}; accepted: {', '.join(POLICIES)}")
     policy = p
+
+
+def current_policy():
+    """The policy in force for the calling thread: its ``policy_scope`` or the global one."""
+    return _policy_override.get() or policy
+
+
+@contextlib.contextmanager
+def policy_scope(p):
+    """Use policy ``p`` for lookups made by the calling thread inside the block."""
+    if p not in _INTERNAL_POLICIES:
+        raise ValueError(f"unknown table policy {p!r}; accepted: {', '.join(POLICIES)}")
+    token = _policy_override.set(p)
+    try:
+        yield
+    finally:
+        _policy_override.reset(token)
+
+
+def set_table_dir(path):
+    """Persist tables under ``path`` (created when the first table is saved); None: don't."""
+    cache.store = None if path is None else TableStore(path)
+
+
+def table_dir():
+    """The table directory in use (absolute), or None."""
+    return cache.store.root if cache.store is not None else None

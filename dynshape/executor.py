@@ -67,21 +67,14 @@ def build_table(launch, p, key, variant):
 
 
 def lookup(launch, p, key=None):
+    """The table of this plane: cached, saved on disk or built, per the policy in force."""
     key = key or table_key(launch, p)
-    cache = config.cache
-    table = cache.get(key)
-    if table is None:
-        policy = config.policy
-        if policy == "optimized":
-            table = build_table(launch, p, key, "optimized")
-        else:
-            table = build_table(launch, p, key, "simplified")
-            if policy == "background":
-                cache.put(key, table)
-                cache.optimize_later(key, lambda: build_table(launch, p, key, "optimized"))
-                return table
-        cache.put(key, table)
-    return table
+    n_operands = 1 + len(launch.inputs)
+    family, op, dtype = launch.family, launch.op, launch.dtype
+    expect = {"family": family, "op": op, "dtype": dtype, "target": TARGET,
+              "bucket": (key[5], key[6]), "n_operands": n_operands}
+    return config.cache.get_or_build(key, lambda variant: build_table(launch, p, key, variant),
+                                     expect=expect)
 
 
 def via_temporary_out(launch, run):

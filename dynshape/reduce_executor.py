@@ -118,22 +118,13 @@ def _lookup(family, op, dtype, p, n_operands, count, strategy, passes, red):
     q0, q1 = fam.quanta
     key = (op, (family, strategy, _count_class(count)), dtype, TARGET, p.layout_class(),
            bucket(p.m, q0), bucket(p.n, q1), False)
-    cache = config.cache
-    table = cache.get(key)
-    if table is None:
-        def build(variant):
-            return _build(family, op, dtype, p, key, variant, n_operands, count, strategy,
-                          passes, red)
-        if config.policy == "optimized":
-            table = build("optimized")
-        else:
-            table = build("simplified")
-            if config.policy == "background":
-                cache.put(key, table)
-                cache.optimize_later(key, lambda: build("optimized"))
-                return table, key
-        cache.put(key, table)
-    return table, key
+
+    def build(variant):
+        return _build(family, op, dtype, p, key, variant, n_operands, count, strategy, passes,
+                      red)
+    expect = {"family": family, "op": op, "dtype": dtype, "target": TARGET,
+              "bucket": key[-3:-1], "n_operands": n_operands}
+    return config.cache.get_or_build(key, build, expect=expect), key
 
 
 def _red_block(n_red_operands, shape, strides_per_op, strategy, outkind=0):

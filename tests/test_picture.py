@@ -1,0 +1,160 @@
+"""The tiling picture (seed 004, Fig. 11): geometry checked against the table's coverage,
+the figure's patches against the geometry, the PNG as a file; never pixels."""
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+import dynshape
+from dynshape import cli, testing
+from dynshape.errors import ShapeError
+from dynshape.param_table import ParamTable
+from dynshape.picture import COLOURS, KINDS, counts, figure, plot_table, tile_rectangles
+from dynshape_kernels.catalog import CATALOG
+from dynshape_kernels.common_area import E_MODE0, E_MODE1
+from dynshape_kernels.tail_mode import ANCHOR_END, ANCHOR_START, DISCARD, OVERLAP, VARIABLE_FULL
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _kid(slot):
+    return CATALOG.kernel_id("unary", "relu", "float32", slot)
+
+
+def _slot(tile):
+    return [t[:2] for t in CATALOG.families["unary"].tiles].index(tile)
+
+
+def _table(entries, bucket, shape):
+    fam = CATALOG.families["unary"]
+    return ParamTable("unary", "relu", "float32", "cpu", CATALOG.hash, bucket,
+                      np.array(entries, dtype=np.int64), np.zeros(0), 2,
+                      CATALOG.family_base("unary", "float32"), fam.op_base, "optimized", 0.0,
+                      "hand-made", shape)
+
+
+def _hand_made():
+    """Planes of rows 33..48 and columns 65..128 with 16x64 tiles. Rows: bands at 0 and 16,
+    a VARIABLE_FULL tail band at 32. Columns: a tile at 0, a DISCARD tail at 64, an OVERLAP
+    tile anchored 64 back from the end, and one at 128 that is always past the end."""
+    k = _kid(_slot((16, 64)))
+    S, E = ANCHOR_START, ANCHOR_END
+    rows = [(VARIABLE_FULL, 0, S), (VARIABLE_FULL, 16, S), (VARIABLE_FULL, 32, S)]
+    cols = [(VARIABLE_FULL, 0, S), (DISCARD, 64, S), (OVERLAP, 64, E), (VARIABLE_FULL, 128, S)]
+    # kid, mode rows, mode cols, row off, row anchor, col off, col anchor
+    entries = [(k, rm, cm, ro, ra, co, ca) for rm, ro, ra in rows for cm, co, ca in cols]
+    return _table(entries, ((32, 48), (64, 128)), (40, 100))
+
+
+def test_hand_made_table_has_the_expected_kinds():
+    rects = tile_rectangles(_hand_made())                  # at the built shape 40x100
+    got = {(r.row, r.col): (r.kind, r.rows, r.cols, r.discarded) for r in rects}
+    assert got == {
+        (0, 0): ("full", 16, 64, (0, 0)), (0, 64): ("tail", 16, 36, (16, 64)),
+        (0, 36): ("overlap", 16, 64, (0, 0)),
+        (16, 0): ("full", 16, 64, (0, 0)), (16, 64): ("tail", 16, 36, (16, 64)),
+        (16, 36): ("overlap", 16, 64, (0, 0)),
+        (32, 0): ("tail", 8, 64, (0, 0)), (32, 64): ("tail", 8, 36, (8, 64)),
+        (32, 36): ("overlap", 8, 64, (0, 0))}
+    assert [r.entry for r in rects] == [0, 1, 2, 4, 5, 6, 8, 9, 10]
+    assert counts(rects) == {"full": 2, "tail": 4, "overlap": 3, "discarded": 3}
+    # at 40x128 the DISCARD column is a whole tile: nothing is discarded
+    assert counts(tile_rectangles(_hand_made(), (40, 128))) == {
+        "full": 4, "tail": 2, "overlap": 3, "discarded": 0}
+
+
+def _paint(rects, m, n, which=None):
+    counts_ = np.zeros((m, n), dtype=np.int64)
+    for r in rects:
+        if which is None or r.kind in which:
+            counts_[r.row:r.row + r.rows, r.col:r.col + r.cols] += 1
+    return counts_
+
+
+@given(testing.tables(max_side=700))
+def test_geometry_matches_the_tables_coverage_and_entry_kinds(case):
+    table, (m, n) = case.table, case.shape
+    rects = tile_rectangles(table)
+    assert np.array_equal(_paint(rects, m, n), testing.coverage(table, m, n))
+    e = table.entries
+    ov = (e[:, E_MODE0] == OVERLAP) | (e[:, E_MODE1] == OVERLAP)
+    assert np.array_equal(_paint(rects, m, n, {"overlap"}),
+                          testing.coverage(table, m, n, which=ov))
+    for r in rects:
+        tile = CATALOG[int(e[r.entry, 0])].tile
+        assert r.tile == tile
+        assert r.kind == ("overlap" if ov[r.entry] else
+                          "full" if (r.rows, r.cols) == tile else "tail")
+        if r.discarded != (0, 0):
+            assert DISCARD in e[r.entry, [E_MODE0, E_MODE1]]
+            assert r.rows <= r.discarded[0] <= tile[0] and r.cols <= r.discarded[1] <= tile[1]
+    assert sum(counts(rects)[k] for k in KINDS) == len(rects)
+
+
+def test_a_shape_outside_the_bucket_is_refused():
+    with pytest.raises(ShapeError, match="rows 33..48 and columns 65..128"):
+        tile_rectangles(_hand_made(), (20, 150))
+    with pytest.raises(ShapeError, match=r"\(rows, columns\)"):
+        tile_rectangles(_hand_made(), (40,))
+
+
+def test_figure_has_one_collection_per_kind_with_matching_patches():
+    pytest.importorskip("matplotlib", reason="the picture needs the plot extra (matplotlib)")
+    from matplotlib.colors import to_rgba
+    table = _hand_made()
+    for shape in [(40, 100), (40, 128)]:
+        num = counts(tile_rectangles(table, shape))
+        ax = figure(table, shape).axes[0]
+        colls = {c.get_gid(): c for c in ax.collections}
+        assert set(colls) == {k for k, v in num.items() if v}
+        for kind, coll in colls.items():
+            assert len(coll.get_paths()) == num[kind], kind
+            assert np.allclose(coll.get_facecolor()[0][:3], to_rgba(COLOURS[kind])[:3])
+        assert len({tuple(np.round(c.get_facecolor()[0][:3], 3)) for c in colls.values()}) \
+            == len(colls)
+
+
+def test_plot_table_writes_a_valid_png(tmp_path):
+    pytest.importorskip("matplotlib", reason="the picture needs the plot extra (matplotlib)")
+    import matplotlib.image
+    t = dynshape.explain("add", (300, 257), (257,))
+    path = tmp_path / "tiles.png"
+    num = plot_table(t, path)
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC and data[12:16] == b"IHDR"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert width > 100 and height > 100
+    assert matplotlib.image.imread(str(path)).shape[:2] == (height, width)
+    assert num == counts(tile_rectangles(t))
+    assert num["full"] + num["tail"] + num["overlap"] > 0
+
+
+def test_plot_table_refuses_no_table(tmp_path):
+    with pytest.raises(ShapeError, match="empty"):
+        plot_table(dynshape.explain("relu", (0, 4)), tmp_path / "x.png")
+
+
+def test_missing_matplotlib_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(ImportError, match=r"dynshape\[plot\]"):
+        plot_table(_hand_made(), tmp_path / "x.png")
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_cli_explain_saves_the_picture(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("matplotlib", reason="the picture needs the plot extra (matplotlib)")
+    path = tmp_path / "add.png"
+    assert cli.main(["explain", "add", "40x150", "1x150", "--png", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "ParamTable" in out and f"picture: {path}" in out
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["explain", "relu", "3x1000", "--png"]) == 0
+    assert (tmp_path / "relu_3x1000_tiles.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_cli_without_matplotlib_says_what_to_install(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert cli.main(["explain", "relu", "3x1000", "--png", str(tmp_path / "x.png")]) == 2
+    assert "dynshape[plot]" in capsys.readouterr().err
