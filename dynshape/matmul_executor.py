@@ -132,15 +132,9 @@ def build_table(key, variant):
 
 
 def lookup(key):
-    cache = config.cache
-    table = cache.get(key)
-    if table is None:
-        policy = config.policy
-        table = build_table(key, "optimized" if policy == "optimized" else "simplified")
-        cache.put(key, table)
-        if policy == "background":
-            cache.optimize_later(key, lambda: build_table(key, "optimized"))
-    return table
+    """The cached table of ``key`` (policies, background optimization and ``last_table`` as
+    for every family; matmul tables live in memory only: they are cheap to build)."""
+    return config.cache.get_or_build(key, lambda variant: build_table(key, variant))
 
 
 def _batch_offsets(batch, x, base):

@@ -3,6 +3,10 @@ tests of the session and by the subprocesses they start) and hypothesis profiles
 import os
 import tempfile
 
+# the suite controls persistence and packages itself (tests that need them set them up)
+for _var in ("DYNSHAPE_TABLE_DIR", "DYNSHAPE_PACKAGE", "DYNSHAPE_PACKAGE_ALLOW_COMPILE"):
+    os.environ.pop(_var, None)
+
 if "NUMBA_CACHE_DIR" not in os.environ:
     os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="dynshape-numba-cache-")
 
