@@ -21,6 +21,9 @@ from dynshape_kernels.tail_mode import ANCHOR_END, TailMode
 from .errors import TableFormatError
 
 TABLE_VERSION = 1
+#: family -> ParamTable subclass for families whose entries carry extra columns (e.g. pool's
+#: input offsets); ``ParamTable.load`` builds and validates tables of that class
+TABLE_CLASSES = {}
 
 
 class ParamTable:
@@ -179,6 +182,8 @@ class ParamTable:
         if h["catalog"] != catalog.hash:
             raise TableFormatError(f"{path}: built for kernel catalog {h['catalog']}, "
                                    f"the loaded catalog is {catalog.hash}")
+        if cls is ParamTable:      # a family with its own entry columns validates them
+            cls = TABLE_CLASSES.get(h["family"], ParamTable)
         t = cls(h["family"], h["op"], h["dtype"], h["target"], h["catalog"], h["bucket"],
                 entries, common, h["n_operands"], h["id_base"], h["op_base"], h["variant"],
                 h["cost"], h.get("description", ""), h.get("shape"))
