@@ -1,0 +1,226 @@
+"""conv2d (NCHW, groups, strides, dilations, padding) from static micro-kernels: the driver.
+
+Static kernels of family "conv" (op ``conv2d``), by slot; a tile is (output channels of one
+group, output positions), see ``CONV_TILES``:
+
+* slot 0, 1 -- implicit GEMM per group, ``C[m, p] = sum_k W[m, k] * X_col[k, p]`` with
+  K = Cg*KH*KW: the register-blocked ``@intrinsic`` micro-kernels of ``gemm.py`` (slot 0:
+  MR x NR = 6 x 4 vectors, slot 1: 6 x 3 vectors; MR, NR, KC from ``gemm.SLOTS_F32/F64``),
+  A (the weights) packed by ``gemm.pack_a``, B packed from the tile's input window by
+  ``conv_window.pack_window`` (no im2col copy of the input; padding is zero-filled, never
+  read). K is walked inside the tile in balanced KC blocks (``gemm._kc_block``) whose last
+  block is shorter (variable range): K is never tiled by the table, never overlapped.
+  M and position tails are computed on zero-padded micro-panels and discarded.
+* slot 2 -- the direct kernel of ``conv_direct`` (groups with few output channels or a very
+  short K, e.g. depthwise), vectorized along the output width.
+
+Every slot runs every geometry; the planner (``dynshape.conv_executor``) picks one per table
+by a cost model. ``conv_driver`` runs a whole parameter table (layout in ``conv_layout``) in
+ONE call: ``prange`` over threads, entries dealt out cyclically (entry t to thread
+t % threads), each thread with its own packed buffers; every entry ends in the epilogue slot
+(``conv_epilogue.finish_channel``: bias, residual, activation). It is compiled once per
+dtype (``drivers.get("conv", dtype)``).
+
+Accuracy: each output is a sum of K products accumulated in the input dtype (float32 FMAs
+in float32, blocked by KC and by vector lanes); the error is bounded by about
+``K * eps * sum|x||w|`` and in practice far below it: tests hold float32 results to
+``1e-4 * sum|x||w|`` (+ |bias| + |residual|) and float64 to ``1e-12`` of that scale.
+"""
+from numba import njit, prange, types
+
+from .conv_direct import direct_sizes, direct_tile
+from .conv_epilogue import finish_channel
+from .conv_layout import (CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB, CV_HASR,
+                          CV_IDBASE, CV_KH, CV_KW, CV_MG, CV_N, CV_NTH, CV_OH, CV_OW,
+                          CV_ROFF, CV_RSC, CV_RSH, CV_RSN, CV_RSW, CV_SH, CV_SW, CV_W,
+                          CV_XOFF, CV_XSC, CV_XSH, CV_XSN, CV_XSW, CV_YOFF, CV_YSC, CV_YSH,
+                          CV_YSN, CV_YSW, CV_G, CV_ACT, T_G, T_IH0, T_IW0, T_KID, T_M0, T_MV,
+                          T_N, T_OH0, T_OW0, T_VH, T_VW)
+from .conv_window import pack_window
+from .gemm import _aligned_empty, _kc_block, _slot_cfg_stub, _uk0, _uk1, pack_a
+from .gemm_ukernel import load_at
+
+#: (max output channels, max output positions, unused) per slot, for every dtype
+CONV_TILES = ((192, 512, 0), (48, 192, 0), (8, 2048, 0))
+CONV_OPS = ("conv2d",)
+N_SLOTS = len(CONV_TILES)
+DIRECT_SLOT = 2
+
+
+@njit(cache=True)
+def _ukernel(slot, y):
+    """(MR, NR, KC cap) of a GEMM slot's micro-kernel for y's dtype."""
+    cfg = _slot_cfg_stub(y)[slot]
+    return cfg[0], cfg[1], cfg[4]
+
+
+@njit(cache=True)
+def _uk(slot, kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc):
+    if slot == 0:
+        _uk0(kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc)
+    else:
+        _uk1(kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc)
+
+
+@njit(cache=True)
+def gemm_tile(slot, x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0, iw0,
+              ws_a, ws_b, ws_c, ldc, code, a0, a1):
+    """One implicit-GEMM tile: output channels ``g*MG + m0 .. +mv`` at the ``vh x vw``
+    positions from (oh0, ow0) of image n, all of K, then the epilogue per channel.
+    ``ws_c`` holds ``ceil(mv/MR)*MR`` accumulator rows of pitch ``ldc >= ceil(vh*vw/NR)*NR``;
+    ``ws_a``/``ws_b`` the packed K block of A and B."""
+    KH = common[CV_KH]
+    KW = common[CV_KW]
+    Cg = common[CV_CG]
+    K = Cg * KH * KW
+    MR, NR, KCmax = _ukernel(slot, y)
+    KC = _kc_block(K, KCmax, 1)
+    nv = vh * vw
+    mpan = (mv + MR - 1) // MR
+    npan = (nv + NR - 1) // NR
+    nkb = (K + KC - 1) // KC
+    mg = g * common[CV_MG] + m0                  # first output channel of the tile
+    xb = common[CV_XOFF] + n * common[CV_XSN] + g * Cg * common[CV_XSC]
+    if K == 0:
+        for i in range(mv * ldc):
+            ws_c[i] = 0
+    for kb in range(nkb):
+        k0 = kb * KC
+        kc = min(KC, K - k0)
+        pack_a(w, mg * K + k0, K, 1, mv, kc, MR, ws_a)
+        pack_window(x, xb, common[CV_XSC], common[CV_XSH], common[CV_XSW], common[CV_H],
+                    common[CV_W], ih0, iw0, common[CV_SH], common[CV_SW], common[CV_DH],
+                    common[CV_DW], KH, KW, k0, kc, vh, vw, NR, ws_b)
+        acc = 1 if kb > 0 else 0
+        for jr in range(npan):
+            for ir in range(mpan):
+                _uk(slot, kc, ws_a, ir * MR * kc, ws_b, jr * NR * kc, NR,
+                    ws_c, ir * MR * ldc + jr * NR, ldc, acc)
+    has_b = common[CV_HASB] != 0
+    has_r = common[CV_HASR] != 0
+    zero = ws_c.dtype.type(0)
+    for i in range(mv):
+        m = mg + i
+        bval = load_at(b, common[CV_BOFF] + m * common[CV_BS]) if has_b else zero
+        yo = (common[CV_YOFF] + n * common[CV_YSN] + m * common[CV_YSC]
+              + oh0 * common[CV_YSH] + ow0 * common[CV_YSW])
+        ro = (common[CV_ROFF] + n * common[CV_RSN] + m * common[CV_RSC]
+              + oh0 * common[CV_RSH] + ow0 * common[CV_RSW])
+        finish_channel(ws_c, i * ldc, vh, vw, vw, y, yo, common[CV_YSH], common[CV_YSW],
+                       has_b, bval, has_r, res, ro, common[CV_RSH], common[CV_RSW], code,
+                       a0, a1)
+
+
+@njit(cache=True)
+def _clip(start, count, size):
+    """Valid count of a tile dimension for the real size (0 when the start is past it)."""
+    if start < 0 or start >= size:
+        return 0
+    return min(count, size - start)
+
+
+def conv_driver(x, w, b, res, y, common, entries, fattrs):
+    """Run every entry of a conv2d parameter table (one call per operator).
+
+    For each entry (layout in ``conv_layout``), with its counts clipped to the real shape,
+    and every channel m of the tile, position (oh, ow) of it::
+
+        y[n, m, oh, ow] = act(sum_{c, kh, kw} w[m, c, kh, kw]
+                              * x[n, g*CG + c, ih0 + (oh-oh0)*SH + kh*DH,
+                                               iw0 + (ow-ow0)*SW + kw*DW]
+                              + bias[m] + residual[n, m, oh, ow])
+
+    where input elements outside ``0 <= ih < H, 0 <= iw < W`` count as zero (padding) and
+    are never read. Buffers are 1-D arrays of one float dtype addressed through ``common``;
+    y must not overlap x, w or the bias; the residual is y itself (same offsets and
+    strides) or disjoint from it. ``fattrs`` = the activation's two attributes.
+    Entries must not write an output element twice (the runtime's tables do not).
+    """
+    ne = entries.shape[0]
+    nth = max(1, min(common[CV_NTH], ne))
+    K = common[CV_CG] * common[CV_KH] * common[CV_KW]
+    base = common[CV_IDBASE]
+    code = common[CV_ACT]
+    a0 = y.dtype.type(fattrs[0])
+    a1 = y.dtype.type(fattrs[1])
+    # per-thread workspace for the largest tile of the table (not of the slot)
+    sa = 1
+    sb = 1
+    sc = 1
+    ldc = 1
+    rows = 1
+    for t in range(ne):
+        slot = entries[t, T_KID] - base
+        if slot == DIRECT_SLOT:
+            _, _, _, zb, zc = direct_sizes(entries[t, T_VH], entries[t, T_VW],
+                                           entries[t, T_MV], common[CV_KH], common[CV_KW],
+                                           common[CV_SH], common[CV_SW], common[CV_DH],
+                                           common[CV_DW])
+            sb = max(sb, zb)
+            sc = max(sc, zc)
+        else:
+            MR, NR, KCmax = _ukernel(slot, y)
+            KC = _kc_block(K, KCmax, 1)
+            mp = (entries[t, T_MV] + MR - 1) // MR * MR
+            npos = (entries[t, T_VH] * entries[t, T_VW] + NR - 1) // NR * NR
+            sa = max(sa, mp * KC)
+            sb = max(sb, npos * KC)
+            ldc = max(ldc, npos)
+            rows = max(rows, mp)
+    sc = max(sc, rows * ldc)
+    if nth == 1:    # small problems (the planner's choice): no thread-pool launch
+        _thread_entries(0, 1, x, w, b, res, y, common, entries, sa, sb, sc, ldc, code, a0, a1)
+    else:
+        for th in prange(nth):
+            _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, code,
+                            a0, a1)
+
+
+@njit(cache=True)
+def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, code, a0, a1):
+    """Entries th, th + nth, ... (cyclic: clipped tail tiles spread over the threads), with
+    this thread's workspace."""
+    ws_a = _aligned_empty(sa, y)
+    ws_b = _aligned_empty(sb, y)
+    ws_c = _aligned_empty(sc, y)
+    base = common[CV_IDBASE]
+    N = common[CV_N]
+    Mg = common[CV_MG]
+    G = common[CV_G]
+    OH = common[CV_OH]
+    OW = common[CV_OW]
+    for t in range(th, entries.shape[0], nth):
+        n = entries[t, T_N]
+        g = entries[t, T_G]
+        m0 = entries[t, T_M0]
+        oh0 = entries[t, T_OH0]
+        ow0 = entries[t, T_OW0]
+        mv = _clip(m0, entries[t, T_MV], Mg)
+        vh = _clip(oh0, entries[t, T_VH], OH)
+        vw = _clip(ow0, entries[t, T_VW], OW)
+        if n < 0 or n >= N or g < 0 or g >= G or mv == 0 or vh == 0 or vw == 0:
+            continue
+        slot = entries[t, T_KID] - base
+        if slot == DIRECT_SLOT:
+            direct_tile(x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw,
+                        entries[t, T_IH0], entries[t, T_IW0], ws_b, ws_c, code, a0, a1)
+        else:
+            gemm_tile(slot, x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw,
+                      entries[t, T_IH0], entries[t, T_IW0], ws_a, ws_b, ws_c, ldc, code,
+                      a0, a1)
+
+
+def _signature(dtype):
+    ro = types.Array(getattr(types, dtype), 1, "C", readonly=True)
+    rw = types.Array(getattr(types, dtype), 1, "C")
+    return (ro, ro, ro, ro, rw, types.Array(types.int64, 1, "C", readonly=True),
+            types.Array(types.int64, 2, "C", readonly=True),
+            types.Array(types.float64, 1, "C", readonly=True))
+
+
+def _register():
+    from .. import drivers
+    drivers.register("conv", conv_driver, _signature)
+
+
+_register()

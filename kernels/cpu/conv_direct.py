@@ -1,0 +1,140 @@
+"""Direct conv2d static kernel for groups with few output channels (depthwise and friends).
+
+Implicit GEMM wastes most of a register tile when a group has one or two output channels
+(depthwise: M = 1, K = KH*KW). This kernel works on a per-thread packed buffer instead: for
+each input channel of the tile's group it copies the tile's input window, zero-padded, into
+``buf`` (``R x Wp``: ``R = (vh-1)*sh + (KH-1)*dh + 1`` rows, ``Wp = (vw-1)*sw + (KW-1)*dw + 1``
+columns; only elements inside x are read), then adds every kernel tap to the accumulators
+of the tile's output channels with branch-free loops vectorized along the output width.
+With unit strides the accumulator rows have the buffer's pitch, so one tap is ONE long loop
+over all the tile's rows (the few columns past ``vw`` of each row are computed and dropped);
+three horizontally adjacent taps are fused into one pass. The epilogue (bias, residual,
+activation) runs per stored row; the accumulators start at the bias.
+"""
+from numba import njit
+
+from .conv_epilogue import finish_channel
+from .conv_layout import (CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB, CV_HASR, CV_KH,
+                          CV_KW, CV_MG, CV_ROFF, CV_RSC, CV_RSH, CV_RSN, CV_RSW, CV_SH, CV_SW,
+                          CV_W, CV_XOFF, CV_XSC, CV_XSH, CV_XSN, CV_XSW, CV_YOFF, CV_YSC,
+                          CV_YSH, CV_YSN, CV_YSW)
+from .conv_window import col_range
+from .gemm_ukernel import load_at, store_at
+
+
+@njit(cache=True)
+def direct_sizes(vh, vw, mv, KH, KW, sh, sw, dh, dw):
+    """(R, Wp, accumulator pitch, buffer size, accumulator size) of a direct tile."""
+    R = (vh - 1) * sh + (KH - 1) * dh + 1
+    Wp = (vw - 1) * sw + (KW - 1) * dw + 1
+    pitch = Wp if (sh == 1 and sw == 1) else vw
+    return R, Wp, pitch, R * Wp, mv * vh * pitch
+
+
+@njit(cache=True)
+def _pack_rows(x, xc, xsh, xsw, H, W, ih0, iw0, R, Wp, buf):
+    """buf[r, j] = x[ih0 + r, iw0 + j] inside x, 0 outside (padding is not read)."""
+    zero = buf.dtype.type(0)
+    lo, hi = col_range(iw0, 1, W, Wp)
+    for r in range(R):
+        d = r * Wp
+        ih = ih0 + r
+        if ih < 0 or ih >= H:
+            for j in range(Wp):
+                store_at(buf, d + j, zero)
+            continue
+        for j in range(lo):
+            store_at(buf, d + j, zero)
+        s = xc + ih * xsh + iw0 * xsw
+        if xsw == 1:
+            for j in range(lo, hi):
+                store_at(buf, d + j, load_at(x, s + j))
+        else:
+            for j in range(lo, hi):
+                store_at(buf, d + j, load_at(x, s + j * xsw))
+        for j in range(hi, Wp):
+            store_at(buf, d + j, zero)
+
+
+@njit(cache=True, fastmath={"contract"})
+def _flat1(acc, a0_, n, buf, o, w0):
+    for q in range(n):
+        store_at(acc, a0_ + q, load_at(acc, a0_ + q) + w0 * load_at(buf, o + q))
+
+
+@njit(cache=True, fastmath={"contract"})
+def _flat3(acc, a0_, n, buf, o, d, w0, w1, w2):
+    for q in range(n):
+        store_at(acc, a0_ + q, load_at(acc, a0_ + q) + (w0 * load_at(buf, o + q)
+                                                         + w1 * load_at(buf, o + d + q)
+                                                         + w2 * load_at(buf, o + 2 * d + q)))
+
+
+@njit(cache=True, fastmath={"contract"})
+def _strided1(acc, a0_, vw, buf, o, sw, w0):
+    for j in range(vw):
+        store_at(acc, a0_ + j, load_at(acc, a0_ + j) + w0 * load_at(buf, o + j * sw))
+
+
+@njit(cache=True)
+def _add_taps(acc, a0_, buf, w, wr, vh, vw, Wp, pitch, KH, KW, sh, sw, dh, dw):
+    """acc (one output channel, rows of ``pitch``) += all taps of one input channel."""
+    flat = sh == 1 and sw == 1
+    n = (vh - 1) * pitch + vw
+    for kh in range(KH):
+        wk = wr + kh * KW
+        if flat:
+            o = kh * dh * Wp
+            kw = 0
+            while kw + 3 <= KW:
+                _flat3(acc, a0_, n, buf, o + kw * dw, dw, load_at(w, wk + kw),
+                       load_at(w, wk + kw + 1), load_at(w, wk + kw + 2))
+                kw += 3
+            for k in range(kw, KW):
+                _flat1(acc, a0_, n, buf, o + k * dw, load_at(w, wk + k))
+        else:
+            for r in range(vh):
+                o = (r * sh + kh * dh) * Wp
+                for k in range(KW):
+                    _strided1(acc, a0_ + r * pitch, vw, buf, o + k * dw, sw, load_at(w, wk + k))
+
+
+@njit(cache=True)
+def direct_tile(x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0, iw0,
+                buf, acc, code, a0, a1):
+    """Output channels ``m0 .. m0+mv`` of group ``g`` (index inside the group), rows
+    ``oh0 .. oh0+vh``, columns ``ow0 .. ow0+vw`` of image ``n``. ``buf`` and ``acc`` hold
+    at least the sizes of ``direct_sizes``. Arguments as in ``conv.conv_driver``."""
+    KH = common[CV_KH]
+    KW = common[CV_KW]
+    Cg = common[CV_CG]
+    sh = common[CV_SH]
+    sw = common[CV_SW]
+    dh = common[CV_DH]
+    dw = common[CV_DW]
+    R, Wp, pitch, _, _ = direct_sizes(vh, vw, mv, KH, KW, sh, sw, dh, dw)
+    zero = acc.dtype.type(0)
+    mfirst = g * common[CV_MG] + m0
+    has_b = common[CV_HASB] != 0
+    has_r = common[CV_HASR] != 0
+    for i in range(mv):          # accumulators start at the bias
+        bval = load_at(b, common[CV_BOFF] + (mfirst + i) * common[CV_BS]) if has_b else zero
+        a = i * vh * pitch
+        for q in range(vh * pitch):
+            store_at(acc, a + q, bval)
+    xb = common[CV_XOFF] + n * common[CV_XSN] + g * Cg * common[CV_XSC]
+    for c in range(Cg):
+        _pack_rows(x, xb + c * common[CV_XSC], common[CV_XSH], common[CV_XSW], common[CV_H],
+                   common[CV_W], ih0, iw0, R, Wp, buf)
+        for i in range(mv):
+            _add_taps(acc, i * vh * pitch, buf, w, ((mfirst + i) * Cg + c) * KH * KW,
+                      vh, vw, Wp, pitch, KH, KW, sh, sw, dh, dw)
+    for i in range(mv):
+        m = mfirst + i
+        yo = (common[CV_YOFF] + n * common[CV_YSN] + m * common[CV_YSC]
+              + oh0 * common[CV_YSH] + ow0 * common[CV_YSW])
+        ro = (common[CV_ROFF] + n * common[CV_RSN] + m * common[CV_RSC]
+              + oh0 * common[CV_RSH] + ow0 * common[CV_RSW])
+        finish_channel(acc, i * vh * pitch, vh, vw, pitch, y, yo, common[CV_YSH],
+                       common[CV_YSW], False, zero, has_r, res, ro, common[CV_RSH],
+                       common[CV_RSW], code, a0, a1)
