@@ -3,7 +3,9 @@
 ``get(family, dtype)`` returns a Numba dispatcher compiled for exactly one signature with
 further compilation disabled, so a call with unexpected argument types raises instead of
 compiling on the run path. The first ``get`` of a pair loads the machine code from Numba's
-on-disk cache or compiles it (this is "warming" the kernels).
+on-disk cache or compiles it (this is "warming" the kernels). While a kernel package is in use
+(:func:`use_package`), the package decides how a driver is obtained: loaded from the package,
+or refused with an error naming the family and dtype, or compiled when the package allows it.
 """
 import threading
 
@@ -42,11 +44,44 @@ _DRIVERS = {
 
 _loaded = {}
 _lock = threading.Lock()
+_package = None     # the kernel package drivers come from (dynshape.package), or None
 
 
-def register(family, py_func, signature):
-    """Add a family's driver (used by the kernel modules of other families)."""
+_DTYPES = {}        # family -> dtypes declared at registration (families outside the catalog)
+
+
+def register(family, py_func, signature, dtypes=None):
+    """Add a family's driver (used by the kernel modules of other families). ``dtypes``: the
+    dtypes it is compiled for, needed only by a family without a catalog entry (packages)."""
     _DRIVERS[family] = (py_func, signature)
+    if dtypes is not None:
+        _DTYPES[family] = tuple(dtypes)
+
+
+def registered():
+    """The families that have a registered driver."""
+    return sorted(_DRIVERS)
+
+
+def declared_dtypes(family):
+    """The dtypes declared with ``register``, or None."""
+    return _DTYPES.get(family)
+
+
+def signature(family, dtype):
+    """The one argument signature the driver of ``(family, dtype)`` is compiled for."""
+    return _DRIVERS[family][1](dtype)
+
+
+def use_package(package):
+    """Obtain drivers not yet in memory through ``package`` (None: Numba's on-disk cache).
+
+    ``package.load_driver(family, dtype, py_func, signature, options)`` must return a
+    dispatcher holding the compiled signature, or raise. Drivers already loaded stay in use.
+    """
+    global _package
+    with _lock:
+        _package = package
 
 
 def get(family, dtype):
@@ -57,8 +92,11 @@ def get(family, dtype):
             disp = _loaded.get(key)
             if disp is None:
                 py_func, sig = _DRIVERS[family]
-                disp = njit(**_OPTS)(py_func)
-                disp.compile(sig(dtype))
+                if _package is None:
+                    disp = njit(**_OPTS)(py_func)
+                    disp.compile(sig(dtype))
+                else:
+                    disp = _package.load_driver(family, dtype, py_func, sig(dtype), _OPTS)
                 disp.disable_compile()
                 _loaded[key] = disp
     return disp

@@ -1,0 +1,437 @@
+"""Kernel packages: drivers compiled on a compile host, loaded on an execution host that then
+compiles nothing.
+
+How compiled code is stored
+---------------------------
+A package holds Numba's own on-disk cache files, the ones ``njit(cache=True)`` writes and
+reads: per function one index (``.nbi``: the source stamp and one entry per compiled signature
+and target machine) and per entry one data file (``.nbc``: the object code and what Numba needs
+to rebuild the function). Drivers are loaded through the ordinary dispatcher path
+(``compile(signature)`` hits the cache, then ``disable_compile()``), so there is no second
+loader to keep in step with Numba (``numba.pycc`` is deprecated and not used).
+
+- Relocatable: files live under ``cache/<import package>/<subdirectory>`` (for example
+  ``cache/dynshape_kernels/cpu``) instead of Numba's hash of the absolute source directory,
+  and the source stamp (``dynshape_kernels.cache_locator.module_hash``) hashes file names and
+  contents only, so neither the package nor the sources need to sit where they were built.
+  While a package is active the cache locator reads a function from the package when the
+  package holds its index, and never writes there.
+- Exact: an index holds only the packaged entries: the chosen drivers' signatures and the
+  functions compiled while ``dynshape`` is imported (the simplified-combination builder).
+  Functions a driver calls are linked into the driver's object code and need no entry.
+- Checked: Numba keys entries by target machine (triple, CPU name, CPU features) and by its
+  own version and treats a mismatch as a plain miss (it would compile). The manifest records
+  those, the other versions, the catalog hash and the source stamps; :func:`load_package`
+  compares them with this host and refuses a mismatch, naming it.
+
+Layout::
+
+    <package>/manifest.json    format, python, versions, machine, catalog hash, drivers (kernel
+                               ids, ops, tiles), import-time functions, indexes (source file
+                               and stamp), files (size and SHA-256), manifest_sha256
+    <package>/cache/dynshape_kernels/cpu/elementwise.unary_driver-<line>.py311.nbi
+    <package>/cache/dynshape_kernels/cpu/elementwise.unary_driver-<line>.py311.1.nbc ...
+
+Loading verifies everything first (manifest checksum, every file's size and SHA-256, no file
+missing or extra, compatibility) and activates nothing when any check fails. Once a package
+is active without ``allow_compile``, any compilation of a dynshape function raises
+:class:`PackageError` instead (a driver the package lacks is named by family and dtype).
+Packages are built by ``dynshape pregenerate`` (:mod:`dynshape.pregenerate`).
+"""
+import contextlib
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+import warnings
+
+from dynshape_kernels import cache_locator, drivers
+
+from .errors import DynshapeError
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+CACHE = "cache"
+ENV = "DYNSHAPE_PACKAGE"
+ENV_ALLOW_COMPILE = "DYNSHAPE_PACKAGE_ALLOW_COMPILE"
+_OURS = ("dynshape", "dynshape_kernels")
+_REQUIRED = ("format", "python", "versions", "machine", "catalog_hash", "drivers", "functions",
+             "indexes", "files", "manifest_sha256")
+
+
+class PackageError(DynshapeError, RuntimeError):
+    """A kernel package that is corrupt, incomplete or built for another host or version, or
+    that lacks compiled code a call needs while compiling is disabled."""
+
+
+class PackageWarning(UserWarning):
+    """A kernel package was not used and dynshape compiles instead (``allow_compile``)."""
+
+
+# ---------------------------------------------------------------- host facts
+
+
+def host_facts():
+    """What a package must match on this host: python, versions, machine, catalog hash.
+
+    ``machine`` is Numba's codegen key (target triple, CPU name, CPU features), which honours
+    ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``, plus the CPU llvmlite detects, for the record.
+    """
+    import llvmlite
+    import llvmlite.binding as ll
+    import numba
+    import numpy
+    from dynshape_kernels.catalog import CATALOG
+    from numba.core.registry import cpu_target
+
+    import dynshape
+    triple, cpu, features = cpu_target.target_context.codegen().magic_tuple()
+    return {
+        "python": {"implementation": sys.implementation.name,
+                   "version": "%d.%d" % sys.version_info[:2],
+                   "abiflags": getattr(sys, "abiflags", "")},
+        "versions": {"dynshape": dynshape.__version__, "numba": numba.__version__,
+                     "llvmlite": llvmlite.__version__,
+                     "llvm": ".".join(map(str, ll.llvm_version_info)),
+                     "numpy": numpy.__version__},
+        "machine": {"triple": triple, "cpu_name": cpu, "cpu_features": features,
+                    "host_cpu_name": ll.get_host_cpu_name(),
+                    "host_cpu_features": ll.get_host_cpu_features().flatten()},
+        "catalog_hash": CATALOG.hash,
+    }
+
+
+def _features_diff(theirs, ours):
+    a, b = set(theirs.split(",")) - {""}, set(ours.split(",")) - {""}
+    diff = sorted(a ^ b)
+    return ", ".join(diff[:6]) + (" ..." if len(diff) > 6 else "")
+
+
+def incompatibilities(manifest, facts=None):
+    """Why the package cannot serve this host (empty list: it can). NumPy must match in its
+    major.minor version, everything else exactly; a package's source stamps must equal the
+    stamps of this installation's sources."""
+    facts = facts or host_facts()
+    out = []
+    for k, ours in facts["python"].items():
+        if manifest["python"].get(k) != ours:
+            out.append(f"python {k} {manifest['python'].get(k)!r} (this host: {ours!r})")
+    for k, ours in facts["versions"].items():
+        theirs = manifest["versions"].get(k)
+        same = (theirs is not None and theirs.split(".")[:2] == ours.split(".")[:2]
+                if k == "numpy" else theirs == ours)
+        if not same:
+            out.append(f"{k} {theirs} (this host: {ours})")
+    m, h = manifest["machine"], facts["machine"]
+    if m.get("triple") != h["triple"]:
+        out.append(f"target {m.get('triple')} (this host: {h['triple']})")
+    if m.get("cpu_name") != h["cpu_name"]:
+        out.append(f"CPU {m.get('cpu_name')!r} (this host: {h['cpu_name']!r})")
+    if m.get("cpu_features") != h["cpu_features"]:
+        out.append("CPU features differ (" + _features_diff(m.get("cpu_features") or "",
+                                                            h["cpu_features"]) + ")")
+    if manifest["catalog_hash"] != facts["catalog_hash"]:
+        out.append(f"catalog {manifest['catalog_hash']} (this build: {facts['catalog_hash']})")
+    for rel, info in sorted(manifest["indexes"].items()):
+        try:
+            src = cache_locator.source_path(info["source"])
+        except ValueError as exc:
+            out.append(str(exc))
+            continue
+        if not os.path.isfile(src):
+            out.append(f"source {info['source']} does not exist in this installation")
+        elif cache_locator.module_hash(src) != info["stamp"]:
+            out.append(f"sources differ: {info['source']} or a module it imports changed")
+    return out
+
+
+# ---------------------------------------------------------------- integrity
+
+
+def manifest_checksum(manifest):
+    """SHA-256 of the manifest without its ``manifest_sha256`` field (canonical JSON)."""
+    body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"))
+                          .encode()).hexdigest()
+
+
+def write_manifest(package_dir, manifest):
+    """Write ``manifest`` (with a fresh ``manifest_sha256``) into ``package_dir``."""
+    manifest = dict(manifest, manifest_sha256=manifest_checksum(manifest))
+    tmp = os.path.join(package_dir, MANIFEST + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, os.path.join(package_dir, MANIFEST))
+    return manifest
+
+
+def file_digest(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def package_files(package_dir):
+    """Package-relative paths (``/``-separated) of every file but the manifest."""
+    out = []
+    for d, _, names in os.walk(package_dir):
+        for n in names:
+            rel = os.path.relpath(os.path.join(d, n), package_dir).replace(os.sep, "/")
+            if rel != MANIFEST:
+                out.append(rel)
+    return sorted(out)
+
+
+def _listed(problems, what, items):
+    if items:
+        problems.append(f"{len(items)} {what}: " + ", ".join(items[:4])
+                        + (" ..." if len(items) > 4 else ""))
+
+
+def verify(path):
+    """The manifest of the package at ``path`` after checking its integrity: the manifest's own
+    checksum and format, and every file's presence, size and SHA-256, with no file more.
+
+    Raises PackageError naming every problem found; it never returns a partial result.
+    """
+    if not os.path.isdir(path):
+        raise PackageError(f"{path}: not a kernel package (no such directory)")
+    mpath = os.path.join(path, MANIFEST)
+    try:
+        with open(mpath, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise PackageError(f"{path}: not a kernel package ({MANIFEST} is missing)") from None
+    try:
+        manifest = json.loads(raw)
+    except ValueError as exc:
+        raise PackageError(f"kernel package {path}: {MANIFEST} is corrupt or truncated "
+                           f"(not JSON: {exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        got = manifest.get("format") if isinstance(manifest, dict) else None
+        raise PackageError(f"kernel package {path}: format {got!r}; this dynshape reads "
+                           f"format {FORMAT}")
+    missing_keys = [k for k in _REQUIRED if k not in manifest]
+    if missing_keys:
+        raise PackageError(f"kernel package {path}: {MANIFEST} lacks {', '.join(missing_keys)}")
+    if manifest_checksum(manifest) != manifest["manifest_sha256"]:
+        raise PackageError(f"kernel package {path}: {MANIFEST} does not match its checksum "
+                           "(edited or corrupt)")
+    files = manifest["files"]
+    bad = [r for r in files if r.startswith("/") or ".." in r.split("/")
+           or not r.startswith(CACHE + "/")]
+    if bad:
+        raise PackageError(f"kernel package {path}: file names outside {CACHE}/: {bad[:4]}")
+    present = set(package_files(path))
+    problems = []
+    _listed(problems, "files missing", sorted(set(files) - present))
+    _listed(problems, "files not in the manifest", sorted(present - set(files)))
+    sizes, sums = [], []
+    for rel in sorted(set(files) & present):
+        full = os.path.join(path, *rel.split("/"))
+        size = os.path.getsize(full)
+        if size != files[rel]["size"]:
+            sizes.append(f"{rel} ({size} bytes, manifest: {files[rel]['size']})")
+        elif file_digest(full) != files[rel]["sha256"]:
+            sums.append(rel)
+    _listed(problems, "files of the wrong size (truncated or appended to)", sizes)
+    _listed(problems, "files failing their SHA-256 checksum", sums)
+    refs = [d["index"] for d in manifest["drivers"] + manifest["functions"]]
+    _listed(problems, "indexes named but not listed",
+            sorted({r for r in refs + list(manifest["indexes"]) if r not in files}))
+    if problems:
+        raise PackageError(f"kernel package {path} is corrupt, nothing was loaded: "
+                           + "; ".join(problems))
+    return manifest
+
+
+# ---------------------------------------------------------------- the active package
+
+
+class _Miss(Exception):
+    """A packaged function would compile: Numba did not find its compiled code."""
+
+
+class _CompileGuard:
+    """Numba compile listener. Inside ``loading(name)`` (this thread) any compile raises
+    ``_Miss``; when ``strict``, any compile of a dynshape function raises PackageError."""
+
+    def __init__(self, package, strict):
+        from numba.core import event
+
+        class Listener(event.Listener):
+            def on_start(_, ev):
+                self.on_start(ev)
+
+            def on_end(_, ev):
+                pass
+
+        self.listener = Listener()
+        self.package = package
+        self.strict = strict
+        self._local = threading.local()
+
+    def on_start(self, ev):
+        if getattr(self._local, "name", None) is not None:
+            raise _Miss(self._local.name)
+        disp = ev.data.get("dispatcher")
+        func = getattr(disp, "py_func", None)
+        module = getattr(func, "__module__", None) or ""
+        if self.strict and module.split(".")[0] in _OURS:
+            raise PackageError(
+                f"{module}.{func.__qualname__} would compile for {ev.data.get('args')}, but "
+                f"compiling is disabled: the kernel package {self.package.path} does not hold "
+                f"it. Rebuild the package with `dynshape pregenerate` (it packages the drivers "
+                f"and the functions compiled at import), or load it with allow_compile=True.")
+
+    @contextlib.contextmanager
+    def loading(self, name):
+        self._local.name = name
+        try:
+            yield
+        finally:
+            self._local.name = None
+
+
+class KernelPackage:
+    """A verified kernel package. ``active``: drivers come from it; ``refused``: why it was
+    not used (only with ``allow_compile``); ``seconds``: time :func:`load_package` spent
+    verifying it."""
+
+    def __init__(self, path, manifest, allow_compile):
+        self.path = os.path.abspath(path)
+        self.manifest = manifest
+        self.allow_compile = bool(allow_compile)
+        self.drivers = frozenset((d["family"], d["dtype"]) for d in manifest["drivers"])
+        self.active = False
+        self.refused = None
+        self.seconds = 0.0
+        self._guard = _CompileGuard(self, strict=not allow_compile)
+
+    @property
+    def cache_dir(self):
+        return os.path.join(self.path, CACHE)
+
+    def load_driver(self, family, dtype, py_func, signature, options):
+        """The driver of ``(family, dtype)`` (the hook ``dynshape_kernels.drivers`` calls):
+        loaded from the package; else compiled (``allow_compile``) or refused."""
+        from numba import njit
+        name = f"{family}/{dtype}"
+        if (family, dtype) in self.drivers:
+            disp = njit(**options)(py_func)
+            try:
+                with self._guard.loading(name):
+                    disp.compile(signature)
+                return disp
+            except _Miss:
+                if not self.allow_compile:
+                    raise PackageError(
+                        f"driver {name}: the kernel package {self.path} lists it but Numba "
+                        "did not accept its compiled code (sources or machine changed since "
+                        "the package was loaded?); compiling is disabled") from None
+        elif not self.allow_compile:
+            held = ", ".join(f"{f}/{d}" for f, d in sorted(self.drivers)) or "none"
+            raise PackageError(
+                f"driver {name} is not in the kernel package {self.path} (it holds {held}) "
+                f"and compiling is disabled. Add it with `dynshape pregenerate --family "
+                f"{family} --dtype {dtype} ...`, or load the package with allow_compile=True.")
+        with cache_locator.bypass_package():
+            disp = njit(**options)(py_func)
+        disp.compile(signature)
+        return disp
+
+    def describe(self):
+        m = self.manifest
+        state = "active" if self.active else f"not used: {self.refused}"
+        return (f"kernel package {self.path} ({state}): "
+                f"{len(self.drivers)} drivers, {len(m['files'])} files, catalog "
+                f"{m['catalog_hash']}, CPU {m['machine']['cpu_name']}, numba "
+                f"{m['versions']['numba']}")
+
+    def __repr__(self):
+        return f"<KernelPackage {self.path} drivers={len(self.drivers)} active={self.active}>"
+
+
+_active = None
+_lock = threading.Lock()
+
+
+def active_package():
+    """The package drivers come from, or None."""
+    return _active
+
+
+def _activate(pkg):
+    from numba.core import event
+    global _active
+    with _lock:
+        _deactivate()
+        cache_locator.use_package_dir(pkg.cache_dir)
+        drivers.use_package(pkg)
+        event.register("numba:compile", pkg._guard.listener)
+        pkg.active = True
+        _active = pkg
+
+
+def _deactivate():
+    from numba.core import event
+    global _active
+    if _active is not None:
+        event.unregister("numba:compile", _active._guard.listener)
+        drivers.use_package(None)
+        cache_locator.use_package_dir(None)
+        _active.active = False
+        _active = None
+
+
+def unload_package():
+    """Stop using the active package: drivers not yet loaded come from Numba's cache again
+    (compiling on a miss). Drivers already loaded stay in use."""
+    with _lock:
+        _deactivate()
+
+
+def load_package(path, allow_compile=False):
+    """Verify the kernel package at ``path`` and take drivers from it from now on.
+
+    Contract: on return with ``package.active``, a driver in the package loads from it without
+    compiling, and (without ``allow_compile``) any compilation of a dynshape function, such
+    as a driver the package lacks, raises :class:`PackageError` naming it. Drivers already in
+    memory stay in use; a previously active package is replaced.
+
+    Raises PackageError, activating nothing, when the package is corrupt, truncated or
+    incomplete (always) or was built for another host, version or source tree. With
+    ``allow_compile=True`` the latter only warns (:class:`PackageWarning`): the package is not
+    used (``package.refused`` says why) and drivers load or compile as without a package.
+    """
+    t0 = time.perf_counter()
+    manifest = verify(path)
+    pkg = KernelPackage(path, manifest, allow_compile)
+    problems = incompatibilities(manifest)
+    pkg.seconds = time.perf_counter() - t0
+    if problems:
+        msg = (f"kernel package {pkg.path} was built for another host or version: "
+               + "; ".join(problems) + ". Rebuild it here with `dynshape pregenerate`")
+        if not allow_compile:
+            raise PackageError(msg + ", or load it with allow_compile=True to compile instead.")
+        pkg.refused = "; ".join(problems)
+        warnings.warn(msg + "; compiling instead (allow_compile=True).", PackageWarning,
+                      stacklevel=2)
+        return pkg
+    _activate(pkg)
+    return pkg
+
+
+def from_environment():
+    """Load the package named by ``DYNSHAPE_PACKAGE`` (if set; ``allow_compile`` when
+    ``DYNSHAPE_PACKAGE_ALLOW_COMPILE`` is 1/true/yes). Called when dynshape is imported."""
+    path = os.environ.get(ENV)
+    if not path:
+        return None
+    allow = os.environ.get(ENV_ALLOW_COMPILE, "").strip().lower() in ("1", "true", "yes")
+    return load_package(path, allow_compile=allow)

@@ -1,0 +1,345 @@
+"""Kernel packages: built by ``dynshape pregenerate``, loaded without compiling anything, and
+refused (activating nothing) when corrupt, incomplete or built for another host or version."""
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import dynshape
+from dynshape import package, pregenerate
+from dynshape.errors import ArgumentError
+from dynshape_kernels import cache_locator, drivers
+
+PAIRS = ["unary/float32", "copy/uint32"]
+
+
+def _python(script, env_extra, cache_dir, *args, pythonpath=None):
+    """Run ``script`` in a fresh interpreter with Numba cache ``cache_dir``; its last stdout
+    line is JSON."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir), **env_extra)
+    for k in (package.ENV, package.ENV_ALLOW_COMPILE):
+        if k not in env_extra:
+            env.pop(k, None)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *map(str, args)],
+                       capture_output=True, text=True, env=env, cwd=str(cache_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One package (unary + copy, float32) built through the command line, reusing the
+    session's Numba cache; returns (path, completed process)."""
+    out = tmp_path_factory.mktemp("pkg") / "kernels"
+    r = subprocess.run([sys.executable, "-m", "dynshape", "pregenerate", "--family", "unary",
+                        "--family", "copy", "--dtype", "float32", "--out", str(out)],
+                       capture_output=True, text=True, env=dict(os.environ))
+    assert r.returncode == 0, r.stderr
+    return out, r
+
+
+@pytest.fixture
+def pkg(built, tmp_path):
+    """A private copy of the built package that a test may damage."""
+    dst = tmp_path / "copy_of_package"
+    shutil.copytree(built[0], dst)
+    return dst
+
+
+@pytest.fixture(autouse=True)
+def _nothing_active():
+    yield
+    assert package.active_package() is None
+    assert drivers._package is None and cache_locator._package_dir is None
+
+
+def _edit_manifest(path, edit, sign=True):
+    mpath = path / package.MANIFEST
+    m = json.loads(mpath.read_text())
+    edit(m)
+    if sign:
+        package.write_manifest(str(path), m)
+    else:
+        mpath.write_text(json.dumps(m))
+
+
+def _a_data_file(path):
+    return sorted(path.glob("cache/dynshape_kernels/cpu/*.nbc"))[0]
+
+
+# ---------------------------------------------------------------- building
+
+
+def test_the_command_line_shows_progress_and_a_summary(built):
+    out, r = built
+    assert "[###############...............] 1/2 copy/uint32" in r.stderr
+    assert "[##############################] 2/2 unary/float32" in r.stderr
+    assert f"kernel package {out}" in r.stderr
+    assert "drivers    2: copy/uint32, unary/float32" in r.stderr
+    assert "at import  1: dynshape.combination._uniform_entries" in r.stderr
+    assert "0 compilations" in r.stderr
+    m = package.verify(str(out))
+    assert {(d["family"], d["dtype"]) for d in m["drivers"]} == {("unary", "float32"),
+                                                                 ("copy", "uint32")}
+    unary = [d for d in m["drivers"] if d["family"] == "unary"][0]
+    base = dynshape.CATALOG.family_base("unary", "float32")
+    spec = dynshape.CATALOG.families["unary"]
+    assert unary["kernel_ids"] == [base, base + len(spec.ops) * len(spec.tiles)]
+    assert [tuple(t) for t in unary["tiles"]] == [tuple(t) for t in spec.tiles]
+    assert m["catalog_hash"] == dynshape.CATALOG.hash
+    assert package.incompatibilities(m) == []
+    # written atomically: no temporary directory is left next to the package
+    assert os.listdir(out.parent) == [out.name]
+
+
+def test_the_package_holds_exactly_the_chosen_entries(built):
+    import pickle
+    m = package.verify(str(built[0]))
+    idx = [r for r in m["indexes"] if "unary_driver" in r]
+    assert len(idx) == 1 and m["indexes"][idx[0]]["entries"] == 2   # unary f32 + copy u32
+    with open(built[0] / idx[0], "rb") as f:
+        pickle.load(f)                                  # numba version
+        stamp, overloads = pickle.loads(f.read())
+    assert stamp == cache_locator.module_hash(drivers.elementwise.__file__)
+    assert sorted(overloads.values()) == sorted(
+        r.rsplit("/", 1)[1] for r in m["files"] if "unary_driver" in r and r.endswith(".nbc"))
+
+
+def test_plan_takes_families_from_the_catalog_and_the_driver_registry():
+    pairs, notes = pregenerate.plan(["copy", "rowwise"], ["float32", "int32"])
+    assert pairs == [("copy", "uint32"), ("rowwise", "float32")]
+    assert any(n.startswith("rowwise/int32") for n in notes)
+    everything, notes = pregenerate.plan()
+    fams = {f for f, _ in everything}
+    declared = {f for f in drivers.registered() if drivers.declared_dtypes(f)}
+    assert fams == {f for f in dynshape.CATALOG.families if f in drivers.registered()} | declared
+    undeclared = [f for f in drivers.registered()
+                  if f not in dynshape.CATALOG.families and f not in declared]
+    assert all(any(n.startswith(f"{f}: its driver declares no dtypes") for n in notes)
+               for f in undeclared)
+    with pytest.raises(ArgumentError, match="unknown kernel family 'nope'"):
+        pregenerate.plan(["nope"])
+    with pytest.raises(ArgumentError, match="target 'cuda' cannot be pregenerated"):
+        pregenerate.plan(["unary"], targets=("cuda",))
+    with pytest.raises(ArgumentError, match="nothing to package"):
+        pregenerate.plan(["rowwise"], ["int32"])
+
+
+def test_build_never_replaces_something_else_and_cleans_up_on_failure(tmp_path, monkeypatch):
+    other = tmp_path / "not_a_package"
+    other.mkdir()
+    with pytest.raises(ArgumentError, match="exists; pass --force"):
+        pregenerate.build(str(other), ["unary"], ["float32"], stream=io.StringIO())
+    with pytest.raises(ArgumentError, match="not a kernel package"):
+        pregenerate.build(str(other), ["unary"], ["float32"], force=True,
+                          stream=io.StringIO())
+
+    def fail(tmp, *a):
+        open(os.path.join(tmp, "half-written"), "w").close()
+        raise package.PackageError("staging failed")
+    monkeypatch.setattr(pregenerate, "_run_stage", fail)
+    with pytest.raises(package.PackageError, match="staging failed"):
+        pregenerate.build(str(tmp_path / "new"), ["unary"], ["float32"], stream=io.StringIO())
+    assert sorted(os.listdir(tmp_path)) == ["not_a_package"]
+
+
+def test_the_locator_names_files_like_numba_and_relative_to_the_package():
+    d = drivers.get("copy", "uint8")
+    f = drivers.elementwise.__file__
+    assert cache_locator.index_name(d.py_func, f) == d._cache._cache_file._index_name
+    assert cache_locator.package_subpath(f) == "dynshape_kernels/cpu"
+    assert cache_locator.source_relpath(f) == "dynshape_kernels/cpu/elementwise.py"
+    assert cache_locator.source_path("dynshape_kernels/cpu/elementwise.py") == \
+        os.path.abspath(f)
+    assert cache_locator.package_subpath(dynshape.package.__file__) == "dynshape"
+
+
+def test_the_import_scan_misses_no_import_a_full_parse_finds(monkeypatch):
+    """Stamps (and so package compatibility) rest on the import closure: the fast scan of
+    import lines may over-approximate it but never lose a file."""
+    import ast
+    roots, files = cache_locator._sources()
+    fast = {f: cache_locator._imports(f, roots) for f in files}
+
+    def full(source, path):
+        return (n for n in ast.walk(ast.parse(source, path))
+                if isinstance(n, (ast.Import, ast.ImportFrom)))
+    monkeypatch.setattr(cache_locator, "_import_nodes", full)
+    for f in files:
+        assert cache_locator._imports(f, roots) <= fast[f], f
+
+
+# ---------------------------------------------------------------- loading without compiling
+
+_RUN_OPS = """
+    import json, sys
+    from numba.core import event
+    compiles = []
+    class Count(event.Listener):
+        def on_start(self, ev): compiles.append(str(ev.data.get("dispatcher")))
+        def on_end(self, ev): pass
+    event.register("numba:compile", Count())       # counts from before the import
+    import numpy as np
+    import dynshape
+    {load}
+    rng = np.random.default_rng(7)
+    ok = []
+    for shape in [(517, 1531), (3, 255, 257), (1, 77), (4099,)]:     # never-seen shapes
+        x = rng.standard_normal(shape).astype(np.float32)
+        ok.append(np.array_equal(dynshape.run("relu", x), np.maximum(x, 0)))
+        ok.append(np.array_equal(dynshape.run("abs", x[..., ::-2]), np.abs(x[..., ::-2])))
+        ok.append(np.array_equal(dynshape.run("copy", x.T), x.T))
+    try:
+        dynshape.run("relu", np.ones((5, 7)))                 # float64: not in the package
+        refused = ""
+    except dynshape.PackageError as exc:
+        refused = str(exc)
+    pkg = dynshape.package.active_package()
+    print(json.dumps(dict(compiles=compiles, ok=ok, refused=refused,
+                          active=pkg is not None and pkg.active)))
+"""
+
+
+def test_a_fresh_process_with_an_empty_cache_compiles_nothing(built, tmp_path):
+    moved = tmp_path / "elsewhere" / "pkg"            # a package is relocatable
+    shutil.copytree(built[0], moved)
+    empty = tmp_path / "empty_cache"
+    empty.mkdir()
+    got = _python(_RUN_OPS.format(load=""), {package.ENV: str(moved)}, empty)
+    assert got["active"] and all(got["ok"]) and len(got["ok"]) == 12
+    assert got["compiles"] == []
+    assert "driver unary/float64 is not in the kernel package" in got["refused"]
+    assert "dynshape pregenerate --family unary --dtype float64" in got["refused"]
+    assert not list(empty.rglob("*.nb[ic]"))           # nothing was compiled and saved
+    package.verify(str(moved))                         # nor written into the package
+
+
+def test_load_package_after_import_then_compiles_nothing(built, tmp_path):
+    empty = tmp_path / "empty_cache"
+    empty.mkdir()
+    script = _RUN_OPS.format(load="dynshape.load_package(sys.argv[1]); compiles.clear()")
+    got = _python(script, {}, empty, built[0])
+    assert got["active"] and all(got["ok"]) and got["compiles"] == []
+    assert "unary/float64" in got["refused"]
+
+
+def test_relocated_sources_load_the_same_package(built, tmp_path):
+    """Numba's own cache subpath hashes the absolute source directory; the package's does not."""
+    src = tmp_path / "site"
+    shutil.copytree(os.path.dirname(drivers.__file__), src / "dynshape_kernels",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(os.path.dirname(dynshape.__file__), src / "dynshape",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    empty = tmp_path / "empty_cache"
+    empty.mkdir()
+    script = _RUN_OPS.format(load="assert dynshape.__file__.startswith(sys.argv[1])")
+    got = _python(script, {package.ENV: str(built[0])}, empty, src, pythonpath=str(src))
+    assert got["active"] and all(got["ok"]) and got["compiles"] == []
+
+
+def test_allow_compile_falls_back_for_what_the_package_lacks(built, tmp_path):
+    script = """
+        import json, sys
+        import numpy as np
+        import dynshape
+        from dynshape_kernels import drivers
+        x = np.linspace(-2, 2, 1001)
+        ok = [np.array_equal(dynshape.run("relu", x), np.maximum(x, 0)),
+              np.array_equal(dynshape.run("relu", x.astype(np.float32)),
+                             np.maximum(x, 0).astype(np.float32))]
+        where = {f"{f}/{d}": drivers.get(f, d)._cache._impl.locator.in_package
+                 for f, d in drivers.loaded()}
+        active = dynshape.package.active_package().active
+        print(json.dumps(dict(ok=ok, where=where, active=active)))
+    """
+    # the session's cache: unary/float64 loads from there or compiles into it, not the package
+    got = _python(script, {package.ENV: str(built[0]), package.ENV_ALLOW_COMPILE: "1"},
+                  os.environ["NUMBA_CACHE_DIR"])
+    assert got["active"] and all(got["ok"])
+    assert got["where"]["unary/float32"] is True and got["where"]["unary/float64"] is False
+    package.verify(str(built[0]))
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def _refused(path, match, **kw):
+    with pytest.raises(package.PackageError, match=match):
+        package.load_package(str(path), **kw)
+
+
+def test_another_numba_version_is_refused(pkg):
+    _edit_manifest(pkg, lambda m: m["versions"].update(numba="0.1.0"))
+    _refused(pkg, r"another host or version: numba 0\.1\.0 \(this host: ")
+
+
+def test_another_cpu_is_refused(pkg):
+    def other_cpu(m):
+        m["machine"]["cpu_name"] = "haswell"
+        m["machine"]["cpu_features"] = m["machine"]["cpu_features"].replace("+avx", "-avx")
+    _edit_manifest(pkg, other_cpu)
+    _refused(pkg, r"CPU 'haswell' \(this host: .*CPU features differ \(.*avx")
+
+
+def test_other_sources_and_another_catalog_are_refused(pkg):
+    def stale(m):
+        for info in m["indexes"].values():
+            info["stamp"] = "0" * 64
+        m["catalog_hash"] = "feedfeedfeedfeed"
+    _edit_manifest(pkg, stale)
+    _refused(pkg, r"catalog feedfeedfeedfeed .*sources differ: dynshape")
+
+
+def test_allow_compile_warns_and_uses_nothing_from_another_cpu(pkg):
+    _edit_manifest(pkg, lambda m: m["machine"].update(cpu_name="haswell"))
+    with pytest.warns(package.PackageWarning, match="CPU 'haswell'.*compiling instead"):
+        p = package.load_package(str(pkg), allow_compile=True)
+    assert not p.active and "haswell" in p.refused
+
+
+def test_a_corrupt_file_is_refused(pkg):
+    f = _a_data_file(pkg)
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    f.write_bytes(bytes(data))
+    _refused(pkg, r"corrupt, nothing was loaded: 1 files failing their SHA-256 checksum: "
+                  r"cache/dynshape_kernels/cpu/")
+    _refused(pkg, "SHA-256", allow_compile=True)       # corruption is never a fallback
+
+
+def test_a_truncated_file_is_refused(pkg):
+    f = _a_data_file(pkg)
+    f.write_bytes(f.read_bytes()[:1000])
+    _refused(pkg, r"wrong size \(truncated or appended to\): .*\(1000 bytes, manifest: ")
+
+
+def test_a_missing_file_is_refused(pkg):
+    _a_data_file(pkg).unlink()
+    _refused(pkg, r"1 files missing: cache/dynshape_kernels/cpu/")
+
+
+def test_extra_garbage_is_refused(pkg):
+    (pkg / "cache" / "dynshape" / "stray.nbc").write_bytes(b"garbage")
+    _refused(pkg, r"1 files not in the manifest: cache/dynshape/stray\.nbc")
+    (pkg / "cache" / "dynshape" / "stray.nbc").unlink()
+    with open(_a_data_file(pkg), "ab") as f:
+        f.write(b"garbage")
+    _refused(pkg, r"wrong size")
+
+
+def test_a_damaged_manifest_is_refused(pkg):
+    _edit_manifest(pkg, lambda m: m["versions"].update(numba="0.1.0"), sign=False)
+    _refused(pkg, "does not match its checksum")
+    mpath = pkg / package.MANIFEST
+    mpath.write_text(mpath.read_text()[:100])
+    _refused(pkg, "manifest.json is corrupt or truncated")
+    mpath.unlink()
+    _refused(pkg, "not a kernel package")
+    _refused(pkg / "nowhere", "no such directory")
