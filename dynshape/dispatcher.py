@@ -14,9 +14,22 @@ def run(op, *arrays, out=None, **attrs):
 
     No compilation happens here once the op family's kernels are loaded; the parameter
     table comes from the bucketed cache or is built by the combination algorithm.
+    ``op`` may also be an object with a ``__dynshape_run__`` method (a fused sequence,
+    ``dynshape.fuse``), which then runs the call.
     """
+    if not isinstance(op, str) and hasattr(op, "__dynshape_run__"):
+        return op.__dynshape_run__(*arrays, out=out, **attrs)
     spec = ops.get(op)
     launch = spec.prepare(arrays, out, attrs)
+    result = _EXECUTORS[spec.executor][0](launch)
+    if launch.finalize is not None:
+        result = launch.finalize(result)
+    return result
+
+
+def run_launch(spec, launch):
+    """Run a prepared launch of op spec ``spec`` through its executor (for callers that
+    amend the launch first, e.g. a fused sequence giving a matmul its epilogue program)."""
     result = _EXECUTORS[spec.executor][0](launch)
     if launch.finalize is not None:
         result = launch.finalize(result)
@@ -26,6 +39,8 @@ def run(op, *arrays, out=None, **attrs):
 def explain(op, *arrays_or_shapes, dtype="float32", **attrs):
     """The ParamTable the call would use (None for an empty result). Shapes (tuples) stand
     for C-contiguous arrays of ``dtype``; nothing is computed and no memory is touched."""
+    if not isinstance(op, str) and hasattr(op, "__dynshape_explain__"):
+        return op.__dynshape_explain__(*arrays_or_shapes, dtype=dtype, **attrs)
     spec = ops.get(op)
     arrays = [_placeholder(a, dtype) if isinstance(a, (tuple, list)) else a
               for a in arrays_or_shapes]

@@ -1,0 +1,115 @@
+"""Fused elementwise chains: dynshape.fuse vs NumPy unfused, PyTorch eager and torch.compile.
+
+    python -m bench.bench_fuse [--quick] [--elements N] [--repeat R]
+
+Chains of length 2, 4 and 8 on ``N`` (default 3e7) float32 elements, shape (N // 1000, 1000)
+with a (1000,) bias broadcast along the rows. dynshape runs each chain in ONE driver call
+(2 threads, tile by tile, no intermediate arrays); NumPy runs the ops one by one (one
+thread, a full-size temporary per op; ``out=`` reuses one buffer where NumPy allows it);
+PyTorch eager uses 2 threads, allocating; ``torch.compile(dynamic=True)`` is timed in steady
+state after warm-up, its first compile reported separately. Times are the median of
+``repeat`` runs (noisy on a shared machine: indicative only). dynshape writes into a
+preallocated output (``out=``); NumPy and torch allocate theirs.
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import dynshape
+
+C = np.float32(0.7978845608028654)
+K = np.float32(0.044715)
+
+
+def np_gelu_tanh(v):
+    return 0.5 * v * (1 + np.tanh(C * (v + K * v * v * v)))
+
+
+def np_sigmoid(v):
+    return 1 / (1 + np.exp(-v))
+
+
+# (name, fused steps, numpy function, torch function)
+def chains():
+    import torch
+    F = torch.nn.functional
+    return [
+        ("len 2: add(bias), relu",
+         [("add", "bias"), "relu"],
+         lambda x, b: np.maximum(x + b, 0),
+         lambda x, b: torch.relu(x + b)),
+        ("len 4: add(bias), relu, mul(2), exp",
+         [("add", "bias"), "relu", ("mul", 2.0), "exp"],
+         lambda x, b: np.exp(np.maximum(x + b, 0) * np.float32(2)),
+         lambda x, b: torch.exp(torch.relu(x + b) * 2.0)),
+        ("len 8: add(bias), gelu(tanh), mul(.5), tanh, abs, add(1), log, sigmoid",
+         [("add", "bias"), ("gelu", {"approximate": "tanh"}), ("mul", 0.5), "tanh", "abs",
+          ("add", 1.0), "log", "sigmoid"],
+         lambda x, b: np_sigmoid(np.log(np.abs(np.tanh(np_gelu_tanh(x + b) * np.float32(.5)))
+                                        + np.float32(1))),
+         lambda x, b: torch.sigmoid(torch.log(torch.abs(torch.tanh(
+             F.gelu(x + b, approximate="tanh") * 0.5)) + 1.0))),
+    ]
+
+
+def median_time(fn, repeat):
+    fn()
+    ts = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="3e6 elements, 3 repeats")
+    ap.add_argument("--elements", type=float, default=3e7)
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    args = ap.parse_args(argv)
+    import torch
+    torch.set_num_threads(2)
+    n = int(3e6 if args.quick else args.elements)
+    repeat = 3 if args.quick else args.repeat
+    cols = 1000
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n // cols, cols)).astype(np.float32)
+    b = rng.standard_normal(cols).astype(np.float32)
+    out = np.empty_like(x)
+    tx, tb = torch.from_numpy(x), torch.from_numpy(b)
+    print(f"fused elementwise chains on {x.size:.3g} float32 elements {x.shape} + bias "
+          f"{b.shape}; median of {repeat}")
+    hdr = (f"{'chain':72s} {'dynshape':>9s} {'numpy':>9s} {'torch':>9s} {'compile':>9s} "
+           f"{'np/ds':>6s} {'th/ds':>6s} {'ds/tc':>6s}  {'tc 1st':>7s}")
+    print(hdr)
+    for name, steps, np_fn, th_fn in chains():
+        f = dynshape.fuse(steps)
+        f(x, bias=b, out=out)                       # warm-up: driver loaded, table cached
+        ref = np_fn(x, b)
+        err = float(np.nanmax(np.abs(out - ref) / (np.abs(ref) + 1e-6)))
+        t_ds = median_time(lambda: f(x, bias=b, out=out), repeat)
+        t_np = median_time(lambda: np_fn(x, b), repeat)
+        t_th = median_time(lambda: th_fn(tx, tb), repeat)
+        t_tc = first = None
+        if not args.no_compile:
+            tc = torch.compile(lambda a, c: th_fn(a, c), dynamic=True)
+            t0 = time.perf_counter()
+            tc(tx, tb)
+            first = time.perf_counter() - t0
+            t_tc = median_time(lambda: tc(tx, tb), repeat)
+
+        def ms(t):
+            return f"{t * 1e3:8.1f}ms" if t is not None else f"{'-':>10s}"
+        print(f"{name:72s}{ms(t_ds)}{ms(t_np)}{ms(t_th)}{ms(t_tc)} {t_np / t_ds:6.2f} "
+              f"{t_th / t_ds:6.2f} {(t_ds / t_tc) if t_tc else float('nan'):6.2f}  "
+              f"{(f'{first:.1f}s' if first else '-'):>7s}   (max rel err vs numpy {err:.1e})")
+    print("np/ds, th/ds: speed-up of dynshape over NumPy / PyTorch eager; ds/tc: dynshape time "
+          "over torch.compile steady state (<= 1.2 is the target); tc 1st: first compile.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,436 @@
+"""CPU driver of fused sequences (seed 004, Fig. 13): a cascade of kernels run tile by tile.
+
+One compiled driver per dtype runs ANY chain: the chain is data (a step program, see
+:mod:`steps`), interpreted per tile by :func:`steps.apply_steps_range`, so a chain never seen
+before compiles nothing. Intermediates live in a per-thread tile buffer (or, for elementwise
+chains writing a unit-stride output, in the output tile itself): no full-size intermediate
+array is ever allocated.
+
+Arguments of the driver::
+
+    x        the chain's input (flat buffer, read through the common area, operand 1)
+    o        output of the tile dtype (operand 0); for a reduction over all elements unused
+    oi, of   int64 / float64 outputs of reductions whose result is not of the tile dtype
+             (integer sums, integer means); 1-element dummies otherwise
+    common   the common area (common_area.C_*), operands: 0 output, 1 x, 2..5 side inputs
+    entries  the table's entries (tiles of the inner plane, VARIABLE_FULL tails)
+    prog     the step program (nsteps, 4) of the whole chain
+    pattrs   step attributes in the tile dtype
+    fctl     int64 control block (F_* below): tile shape, tail op, where it sits in prog
+    sides    UniTuple of 4 side inputs (flat buffers; geometry from the common area)
+
+Tail ops (``fctl[F_TAIL]``): T_NONE (elementwise chain), T_ROWWISE (softmax, log_softmax,
+layer_norm, rms_norm over the last axis: steps ``prog[:split]`` before it, ``prog[split:]``
+after it, per row), T_REDUCE_ROWS (sum, mean, max, min over the last axis: one output per
+row) and T_REDUCE_ALL (over every element: one partial per work item, combined in the
+driver into element 0 of the output buffer of its kind). For T_ROWWISE and T_REDUCE_ROWS a
+tile spans whole rows (the entries' column tile covers the row).
+"""
+import numpy as np
+from numba import njit, prange, types
+from numba.extending import overload
+
+from ..common_area import (C_M, C_N, C_NOUTER, C_OPS, E_ANCH0, E_ANCH1, E_OFF0, E_OFF1,
+                           OP_BLOCK, OP_SM, OP_SN)
+from . import rowwise
+from .elementwise import (SERIAL_ELEMENTS, _map_contig, _zip_contig, _zip_scalar_a,
+                          _zip_scalar_b, gather_tile,
+                          outer_offset, resolve, scatter_tile)
+from .reduce import LW, MAX, MEAN, N_CHUNKS, SUM, _ext_run, _sum_run, chunk_start, \
+    nan_max, nan_min
+from .rowwise import LAYER_NORM, LOG_SOFTMAX, SOFTMAX
+from .steps import (G_COL, G_OFF, G_ROW, K_CONST_L, K_CONST_R, K_SIDE_R, K_UNARY, MAX_SIDES,
+                    P_ATTR, P_CODE, P_KIND, P_SIDE, apply_steps_range)
+
+T_NONE, T_ROWWISE, T_REDUCE_ROWS, T_REDUCE_ALL = range(4)
+# control block
+F_T0, F_T1, F_TAIL, F_TCODE, F_SPLIT, F_EPS, F_NSIDES = range(7)
+F_SIZE = 7
+# columns of a tile row: a float32 row of 4096 is 16 KB, so a tile stays in L1/L2 while
+# every step of the chain runs over it
+CHUNK = 4096
+# work items per block of the parallel distribution (see _chunk)
+MAX_BLOCK = 16
+X_OP = 1
+SIDE_OP0 = 2
+
+
+# ---- row-wise tail on a contiguous row -------------------------------------------------------
+def _row_op(code, row, eps, lanes):
+    """In place: softmax / log_softmax / layer_norm / rms_norm of a contiguous row (float
+    rows; integer chains never get here, their overload is empty)."""
+
+
+@overload(_row_op)
+def _row_op_impl(code, row, eps, lanes):
+    if not isinstance(row.dtype, types.Float):
+        return lambda code, row, eps, lanes: None
+
+    def impl(code, row, eps, lanes):
+        n = row.shape[0]
+        if code == SOFTMAX or code == LOG_SOFTMAX:
+            m = np.float64(_ext_run(row, True, lanes))
+            s = rowwise._run(code, 1, row, row, row, row, m, 0.0, 0.0, False, False)
+            if code == SOFTMAX:
+                rowwise._run(code, 2, row, row, row, row, m, 0.0, 1.0 / s, False, False)
+            else:
+                rowwise._run(code, 2, row, row, row, row, m, np.log(s), 0.0, False, False)
+            return
+        if code == LAYER_NORM and row.itemsize == 4:
+            s1, s2 = rowwise._sum_and_sq(row)
+            c = s1 / n
+            var = max(s2 / n - c * c, 0.0)
+        else:
+            s1 = rowwise._run(code, 0, row, row, row, row, 0.0, 0.0, 0.0, False, False)
+            if code == LAYER_NORM:
+                c = s1 / n
+                var = rowwise._run(code, 1, row, row, row, row, 0.0, c, 0.0, False, False) / n
+            else:
+                c = 0.0
+                var = s1 / n
+        rowwise._run(code, 2, row, row, row, row, 0.0, c, 1.0 / np.sqrt(var + eps), False, False)
+    return impl
+
+
+# ---- reduction accumulators --------------------------------------------------------------------
+def _sum_zero(x):
+    """The sum accumulator of x's dtype: float64 for floats, int64 for integers."""
+
+
+@overload(_sum_zero)
+def _sum_zero_impl(x):
+    if isinstance(x.dtype, types.Float):
+        return lambda x: np.float64(0.0)
+    return lambda x: np.int64(0)
+
+
+def _store_sum(o, oi, of, k, acc, mean, count):
+    """Write a finished sum/mean to the output of its kind (see module docstring)."""
+
+
+@overload(_store_sum)
+def _store_sum_impl(o, oi, of, k, acc, mean, count):
+    if isinstance(o.dtype, types.Float):
+        def impl_f(o, oi, of, k, acc, mean, count):
+            o[k] = acc / count if mean else acc
+        return impl_f
+
+    def impl_i(o, oi, of, k, acc, mean, count):
+        if mean:
+            of[k] = np.float64(acc) / count
+        else:
+            oi[k] = acc
+    return impl_i
+
+
+@njit(cache=True, error_model="numpy")
+def _reduce_block(code, buf, off, n, acc, ext, first, lanes):
+    """Fold buf[off:off+n] into the running sum ``acc`` or extreme ``ext`` (``first``: the
+    extreme has no value yet)."""
+    v = buf[off:off + n]
+    if code == SUM or code == MEAN:
+        acc = _sum_run(v, acc)
+    else:
+        r = _ext_run(v, code == MAX, lanes)
+        if first:
+            ext = r
+        else:
+            ext = nan_max(ext, r) if code == MAX else nan_min(ext, r)
+    return acc, ext
+
+
+def _partials(x, n):
+    """Zeroed sum partials of x's accumulator type (float64 / int64)."""
+
+
+@overload(_partials)
+def _partials_impl(x, n):
+    if isinstance(x.dtype, types.Float):
+        return lambda x, n: np.zeros(n, dtype=np.float64)
+    return lambda x, n: np.zeros(n, dtype=np.int64)
+
+
+# ---- tiles ---------------------------------------------------------------------------------
+@njit(cache=True, error_model="numpy")
+def _side_geometry(common, oi, nsides, sgeo):
+    """sgeo rows (offset at outer index oi, 0, row stride, column stride) of each side."""
+    for s in range(nsides):
+        blk = C_OPS + (SIDE_OP0 + s) * OP_BLOCK
+        sgeo[s, G_OFF] = outer_offset(common, SIDE_OP0 + s, oi)
+        sgeo[s, G_ROW] = common[blk + OP_SM]
+        sgeo[s, G_COL] = common[blk + OP_SN]
+
+
+@njit(cache=True, error_model="numpy")
+def _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1, r0, r1):
+    """Run the chain's first step reading the unit-stride rows of x and writing the output
+    rows (no copy of x first); False if the first step cannot (strided side, no steps)."""
+    if prog.shape[0] == 0:
+        return False
+    kind = prog[0, P_KIND]
+    code = prog[0, P_CODE]
+    if kind == K_UNARY or kind == K_CONST_R or kind == K_CONST_L:
+        a0 = pattrs[prog[0, P_ATTR]]
+        a1 = pattrs[prog[0, P_ATTR] + 1] if kind == K_UNARY else a0
+        for i in range(v0):
+            xv = x[xb + i * xsm:xb + i * xsm + v1]
+            ov = o[ob + i * osm:ob + i * osm + v1]
+            if kind == K_UNARY:
+                _map_contig(code, xv, ov, v1, a0, a1)
+            elif kind == K_CONST_R:
+                _zip_scalar_b(code, xv, a0, ov, v1)
+            else:
+                _zip_scalar_a(code, a0, xv, ov, v1)
+        return True
+    si = prog[0, P_SIDE]
+    rs = sgeo[si, G_ROW]
+    cs = sgeo[si, G_COL]
+    if cs != 0 and cs != 1:
+        return False
+    side = sides[si]
+    sb0 = sgeo[si, G_OFF] + r0 * rs + r1 * cs
+    for i in range(v0):
+        xv = x[xb + i * xsm:xb + i * xsm + v1]
+        ov = o[ob + i * osm:ob + i * osm + v1]
+        sb = sb0 + i * rs
+        if cs == 1:
+            if kind == K_SIDE_R:
+                _zip_contig(code, xv, side[sb:sb + v1], ov, v1)
+            else:
+                _zip_contig(code, side[sb:sb + v1], xv, ov, v1)
+        elif kind == K_SIDE_R:
+            _zip_scalar_b(code, xv, side[sb], ov, v1)
+        else:
+            _zip_scalar_a(code, side[sb], xv, ov, v1)
+    return True
+
+
+@njit(cache=True, error_model="numpy")
+def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, r1, v1, t1):
+    """An elementwise chain on a v0 x v1 tile at (r0, r1): in the output tile itself when
+    both x and the output walk their rows with unit stride (the first unary or constant step
+    reads x directly), else gathered into ``buf`` and scattered back."""
+    xblk = C_OPS + X_OP * OP_BLOCK
+    xsm = common[xblk + OP_SM]
+    xsn = common[xblk + OP_SN]
+    osm = common[C_OPS + OP_SM]
+    osn = common[C_OPS + OP_SN]
+    xb = outer_offset(common, X_OP, oi) + r0 * xsm + r1 * xsn
+    ob = outer_offset(common, 0, oi) + r0 * osm + r1 * osn
+    nsteps = prog.shape[0]
+    if osn == 1 and xsn == 1:
+        first = 1 if _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1,
+                                      r0, r1) else 0
+        if first == 0:
+            for i in range(v0):
+                xr = xb + i * xsm
+                orow = ob + i * osm
+                dst = o[orow:orow + v1]
+                src = x[xr:xr + v1]
+                for j in range(v1):
+                    dst[j] = src[j]
+        apply_steps_range(prog, first, nsteps, pattrs, o, ob, osm, v0, v1, r0, r1, 0, sides,
+                          sgeo)
+        return
+    gather_tile(x, xb, xsm, xsn, v0, v1, buf, t1)
+    apply_steps_range(prog, 0, nsteps, pattrs, buf, 0, t1, v0, v1, r0, r1, 0, sides, sgeo)
+    scatter_tile(o, ob, osm, osn, v0, v1, buf, t1)
+
+
+@njit(cache=True, error_model="numpy")
+def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf, lanes, oi,
+              r0, v0):
+    """Rows r0..r0+v0 of a T_ROWWISE / T_REDUCE_ROWS tile (whole rows).
+
+    Rows of at most CHUNK elements are processed as blocks of rows in ``buf``; longer rows
+    one at a time in column chunks of CHUNK (a row-wise op keeps the whole row in ``buf``).
+    """
+    n = common[C_N]
+    tail = fctl[F_TAIL]
+    code = fctl[F_TCODE]
+    split = fctl[F_SPLIT]
+    nsteps = prog.shape[0]
+    xblk = C_OPS + X_OP * OP_BLOCK
+    xsm = common[xblk + OP_SM]
+    xsn = common[xblk + OP_SN]
+    osm = common[C_OPS + OP_SM]
+    osn = common[C_OPS + OP_SN]
+    xb0 = outer_offset(common, X_OP, oi)
+    ob0 = outer_offset(common, 0, oi)
+    eps = np.float64(pattrs[fctl[F_EPS]])
+    is_sum = code == SUM or code == MEAN
+    rows_per_block = max(1, CHUNK // n) if n <= CHUNK else 1
+    i = 0
+    while i < v0:
+        nr = min(rows_per_block, v0 - i)
+        r = r0 + i
+        if n <= CHUNK:
+            # a block of nr whole rows at pitch n
+            gather_tile(x, xb0 + r * xsm, xsm, xsn, nr, n, buf, n)
+            apply_steps_range(prog, 0, split, pattrs, buf, 0, n, nr, n, r, 0, 0, sides, sgeo)
+            if tail == T_ROWWISE:
+                for k in range(nr):
+                    _row_op(code, buf[k * n:(k + 1) * n], eps, lanes)
+                apply_steps_range(prog, split, nsteps, pattrs, buf, 0, n, nr, n, r, 0, 0, sides,
+                                  sgeo)
+                scatter_tile(o, ob0 + r * osm, osm, osn, nr, n, buf, n)
+            else:
+                for k in range(nr):
+                    a, e = _reduce_block(code, buf, k * n, n, _sum_zero(x), x[0], True, lanes)
+                    if is_sum:
+                        _store_sum(o, oi_out, of_out, ob0 + (r + k) * osm, a, code == MEAN, n)
+                    else:
+                        o[ob0 + (r + k) * osm] = e
+        else:
+            # one long row in column chunks
+            xr = xb0 + r * xsm
+            racc = _sum_zero(x)
+            rext = x[0]
+            for c0 in range(0, n, CHUNK):
+                w = min(CHUNK, n - c0)
+                boff = c0 if tail == T_ROWWISE else 0
+                gather_tile(x, xr + c0 * xsn, xsm, xsn, 1, w, buf[boff:], w)
+                apply_steps_range(prog, 0, split, pattrs, buf, boff, w, 1, w, r, c0, 0, sides,
+                                  sgeo)
+                if tail != T_ROWWISE:
+                    racc, rext = _reduce_block(code, buf, 0, w, racc, rext, c0 == 0, lanes)
+            if tail == T_ROWWISE:
+                _row_op(code, buf[:n], eps, lanes)
+                for c0 in range(0, n, CHUNK):
+                    w = min(CHUNK, n - c0)
+                    apply_steps_range(prog, split, nsteps, pattrs, buf, c0, w, 1, w, r, c0, 0,
+                                      sides, sgeo)
+                scatter_tile(o, ob0 + r * osm, osm, osn, 1, n, buf, n)
+            elif is_sum:
+                _store_sum(o, oi_out, of_out, ob0 + r * osm, racc, code == MEAN, n)
+            else:
+                o[ob0 + r * osm] = rext
+        i += nr
+
+
+@njit(cache=True, error_model="numpy")
+def _reduce_all_tile(x, common, prog, pattrs, fctl, sides, sgeo, buf, lanes, oi, r0, v0, r1,
+                     v1, t1):
+    """Partial (sum, extreme) of a v0 x v1 tile of a reduction over all elements."""
+    xblk = C_OPS + X_OP * OP_BLOCK
+    xsm = common[xblk + OP_SM]
+    xsn = common[xblk + OP_SN]
+    xb = outer_offset(common, X_OP, oi) + r0 * xsm + r1 * xsn
+    code = fctl[F_TCODE]
+    gather_tile(x, xb, xsm, xsn, v0, v1, buf, t1)
+    apply_steps_range(prog, 0, prog.shape[0], pattrs, buf, 0, t1, v0, v1, r0, r1, 0, sides,
+                      sgeo)
+    acc = _sum_zero(x)
+    ext = x[0]
+    for i in range(v0):
+        acc, ext = _reduce_block(code, buf, i * t1, v1, acc, ext, i == 0, lanes)
+    return acc, ext
+
+
+@njit(cache=True, error_model="numpy")
+def _work_item(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides, sgeo, buf,
+               lanes, idx, psum, pext, pvalid):
+    n_entries = entries.shape[0]
+    e = idx % n_entries
+    oi = idx // n_entries
+    t0 = fctl[F_T0]
+    t1 = fctl[F_T1]
+    r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
+    r1, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
+    if v0 == 0 or v1 == 0:
+        return
+    _side_geometry(common, oi, fctl[F_NSIDES], sgeo)
+    tail = fctl[F_TAIL]
+    if tail == T_NONE:
+        _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, r1, v1, t1)
+    elif tail == T_REDUCE_ALL:
+        a, ex = _reduce_all_tile(x, common, prog, pattrs, fctl, sides, sgeo, buf, lanes, oi,
+                                 r0, v0, r1, v1, t1)
+        psum[idx] = a
+        pext[idx] = ex
+        pvalid[idx] = 1
+    else:
+        _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf, lanes, oi,
+                  r0, v0)
+
+
+@njit(cache=True, error_model="numpy")
+def _chunk(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides, c, stride, block,
+           total, psum, pext, pvalid):
+    """Blocks c, c + stride, ... of ``block`` consecutive work items, with one tile buffer
+    for all of them. Consecutive items are neighbouring tiles in memory: a thread walks runs
+    of ``block`` tiles (prefetch- and TLB-friendly), and the cyclic blocks balance threads
+    even when the bucketed table's empty tail entries sit at its end."""
+    tail = fctl[F_TAIL]
+    if tail == T_NONE or tail == T_REDUCE_ALL:
+        size = fctl[F_T0] * fctl[F_T1]
+    elif tail == T_ROWWISE:
+        size = max(CHUNK, common[C_N])
+    else:
+        size = CHUNK
+    buf = np.empty(size, dtype=o.dtype)
+    lanes = np.empty(LW, dtype=o.dtype)
+    sgeo = np.zeros((MAX_SIDES, 4), dtype=np.int64)
+    for b0 in range(c * block, total, stride * block):
+        for idx in range(b0, min(b0 + block, total)):
+            _work_item(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides, sgeo,
+                       buf, lanes, idx, psum, pext, pvalid)
+
+
+@njit(cache=True, error_model="numpy")
+def _finish_all(o, oi_out, of_out, fctl, count, psum, pext, pvalid):
+    """Combine the partials of T_REDUCE_ALL into element 0 of the output of its kind."""
+    code = fctl[F_TCODE]
+    acc = psum[0] - psum[0]
+    ext = pext[0]
+    has = False
+    for k in range(psum.shape[0]):
+        if pvalid[k]:
+            acc += psum[k]
+            if has:
+                ext = nan_max(ext, pext[k]) if code == MAX else nan_min(ext, pext[k])
+            else:
+                ext = pext[k]
+            has = True
+    if code == SUM or code == MEAN:
+        _store_sum(o, oi_out, of_out, 0, acc, code == MEAN, count)
+    else:
+        o[0] = ext
+
+
+def fused_driver(x, o, oi, of, common, entries, prog, pattrs, fctl, sides):
+    """Run the chain ``prog`` (+ the tail op of ``fctl``) over every entry x outer index."""
+    total = entries.shape[0] * common[C_NOUTER]
+    reduce_all = fctl[F_TAIL] == T_REDUCE_ALL
+    np_ = total if reduce_all else 1
+    psum = _partials(x, np_)
+    pext = np.empty(np_, dtype=o.dtype)
+    pvalid = np.zeros(np_, dtype=np.uint8)
+    if common[C_M] * common[C_N] * common[C_NOUTER] < SERIAL_ELEMENTS:
+        _chunk(x, o, oi, of, common, entries, prog, pattrs, fctl, sides, 0, 1, total, total,
+               psum, pext, pvalid)
+    else:
+        block = max(1, min(MAX_BLOCK, total // (4 * N_CHUNKS)))
+        for c in prange(N_CHUNKS):
+            _chunk(x, o, oi, of, common, entries, prog, pattrs, fctl, sides, chunk_start(c),
+                   N_CHUNKS, block, total, psum, pext, pvalid)
+    if reduce_all:
+        _finish_all(o, oi, of, fctl, common[C_M] * common[C_N] * common[C_NOUTER], psum, pext,
+                    pvalid)
+
+
+def _signature(dtype):
+    def arr(dt, ro=False):
+        return types.Array(getattr(types, dt), 1, "C", readonly=ro)
+    i64_1d = types.Array(types.int64, 1, "C", readonly=True)
+    i64_2d = types.Array(types.int64, 2, "C", readonly=True)
+    return (arr(dtype, True), arr(dtype), arr("int64"), arr("float64"), i64_1d, i64_2d, i64_2d,
+            arr(dtype, True), i64_1d, types.UniTuple(arr(dtype, True), MAX_SIDES))
+
+
+def _register():
+    from .. import drivers
+    drivers.register("fused", fused_driver, _signature)
+
+
+_register()

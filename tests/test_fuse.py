@@ -1,0 +1,363 @@
+"""Fused sequences (dynshape.fuse): results equal running the steps one by one with
+dynshape.run, any chain runs without compiling, no full-size intermediate is allocated, and
+bad steps or calls raise clear errors."""
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dynshape
+from dynshape import (ArgumentError, DtypeError, OpAttributeError, ShapeError, UnknownOpError,
+                      testing)
+from dynshape.fuse import FusedTable
+
+FLOAT_UNARY = [("relu",), ("abs",), ("neg",), ("exp",), ("log",), ("sqrt",), ("reciprocal",),
+               ("sigmoid",), ("tanh",), ("silu",), ("gelu",),
+               ("gelu", {"approximate": "tanh"}), ("leaky_relu", {"alpha": 0.2}),
+               ("clip", {"min": -1.5, "max": 2.0})]
+INT_UNARY = [("relu",), ("abs",), ("neg",), ("clip", {"min": -20, "max": 30})]
+FLOAT_BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum"]
+INT_BINARY = ["add", "sub", "mul", "maximum", "minimum"]
+SIDES = ("a", "b", "c", "d")
+TOL = {"float32": dict(rtol=2e-5, atol=1e-6), "float64": dict(rtol=1e-12, atol=1e-13),
+       "int32": dict(rtol=0, atol=0), "int64": dict(rtol=0, atol=0)}
+
+
+# ---- reference: the steps one by one with dynshape.run -----------------------------------
+def reference(steps, x, sides):
+    v = x
+    with np.errstate(all="ignore"):
+        for raw in steps:
+            name, rest = (raw, ()) if isinstance(raw, str) else (raw[0], tuple(raw[1:]))
+            attrs = dict(rest[-1]) if rest and isinstance(rest[-1], dict) else {}
+            rest = rest[:-1] if attrs else rest
+            if name in ("softmax", "log_softmax"):
+                v = dynshape.run(name, v, axis=-1)
+            elif name in ("layer_norm", "rms_norm"):
+                w, b = attrs.pop("weight", None), attrs.pop("bias", None)
+                v = dynshape.run(name, v, **attrs)
+                if w is not None:
+                    v = dynshape.run("mul", v, sides[w])
+                if b is not None:
+                    v = dynshape.run("add", v, sides[b])
+            elif name in ("sum", "mean", "max", "min"):
+                v = dynshape.run(name, v, **attrs)
+            elif not rest:
+                v = dynshape.run(name, v, **attrs)
+            else:
+                ops = rest if len(rest) == 2 else ("_", rest[0])
+                a, b = (v if o == "_" else sides[o] if isinstance(o, str) else o for o in ops)
+                v = dynshape.run(name, a, b)
+    return v
+
+
+def assert_matches(got, ref, dtype, reduce_scale=None):
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    tol = dict(TOL[dtype])
+    if reduce_scale is not None and tol["rtol"]:
+        tol["atol"] = max(tol["atol"], tol["rtol"] * reduce_scale)
+    np.testing.assert_allclose(got, ref, equal_nan=True, **tol)
+
+
+# ---- strategies ---------------------------------------------------------------------------
+@st.composite
+def chains(draw, dtype, ndim):
+    is_int = dtype.startswith("int")
+    steps = []
+    for _ in range(draw(st.integers(1, 8))):
+        if draw(st.booleans()):
+            u = draw(st.sampled_from(INT_UNARY if is_int else FLOAT_UNARY))
+            steps.append(u[0] if len(u) == 1 else u)
+        else:
+            op = draw(st.sampled_from(INT_BINARY if is_int else FLOAT_BINARY))
+            if draw(st.booleans()):
+                other = draw(st.sampled_from(SIDES))
+            else:
+                other = draw(st.sampled_from([2, -3] if is_int else [0.5, 2.0, -1.25, 3]))
+            if draw(st.booleans()):
+                steps.append((op, other))
+            else:
+                steps.append((op, other, "_") if draw(st.booleans()) else (op, "_", other))
+    end = draw(st.sampled_from(["none", "reduce"] if is_int or ndim == 0
+                               else ["none", "reduce", "rowwise"]))
+    if end == "reduce":
+        axes = [None, -1] if ndim else [None]
+        steps.append((draw(st.sampled_from(["sum", "mean", "max", "min"])),
+                      {"axis": draw(st.sampled_from(axes)), "keepdims": draw(st.booleans())}))
+    elif end == "rowwise":
+        op = draw(st.sampled_from(["softmax", "log_softmax", "layer_norm", "rms_norm"]))
+        attrs = {}
+        if op in ("layer_norm", "rms_norm") and draw(st.booleans()):
+            attrs["weight"] = draw(st.sampled_from(SIDES))
+        if op == "layer_norm" and draw(st.booleans()):
+            attrs["bias"] = draw(st.sampled_from(SIDES))
+        steps.append((op, attrs) if attrs else op)
+        if draw(st.booleans()):
+            steps.append(draw(st.sampled_from(["relu", ("mul", 2.0), ("add", "a")])))
+    return steps
+
+
+def side_shape(draw, shape):
+    """A shape that broadcasts to ``shape``: a suffix with some dimensions set to 1."""
+    k = draw(st.integers(0, len(shape)))
+    suffix = shape[len(shape) - k:]
+    return tuple(1 if draw(st.booleans()) else n for n in suffix)
+
+
+@st.composite
+def cases(draw, dtypes=("float32", "float64", "int32", "int64"), max_side=9):
+    dtype = draw(st.sampled_from(dtypes))
+    shape = draw(st.lists(st.integers(1, max_side), min_size=0, max_size=4).map(tuple))
+    steps = draw(chains(dtype, len(shape)))
+    x = draw(testing.views(shape, dtype=dtype))
+    if dtype.startswith("float"):
+        x = (x / 4).astype(dtype)
+    sides = {}
+    for name in SIDES:
+        sshape = side_shape(draw, shape)
+        sides[name] = draw(testing.views(sshape, dtype=dtype)) if sshape else \
+            np.asarray(draw(st.integers(-3, 3)), dtype=dtype)
+    return dtype, steps, x, sides
+
+
+def used(f, sides):
+    return {k: sides[k] for k in f.side_names}
+
+
+# ---- results ----------------------------------------------------------------------------
+@given(cases())
+@settings(max_examples=150)
+def test_random_chains_match_running_the_steps_one_by_one(case):
+    dtype, steps, x, sides = case
+    f = dynshape.fuse(steps)
+    with np.errstate(all="ignore"):
+        got = f(x, **used(f, sides))
+    ref = reference(steps, x, sides)
+    scale = None
+    if f.end is not None and f.end.kind == "reduce" and np.asarray(ref).size:
+        pre = reference(steps[:-1], x, sides)
+        finite = np.abs(pre[np.isfinite(pre)]) if np.size(pre) else np.zeros(0)
+        scale = float(finite.max() * np.size(pre)) if finite.size else 0.0
+    assert_matches(np.asarray(got), np.asarray(ref), dtype, scale)
+
+
+@given(cases(dtypes=("float32", "int64"), max_side=5), st.booleans())
+@settings(max_examples=40)
+def test_run_and_out_views(case, positional):
+    """dynshape.run(f, ...) is f(...); ``out`` may be a strided view; sides positionally."""
+    dtype, steps, x, sides = case
+    f = dynshape.fuse(steps)
+    s = used(f, sides)
+    with np.errstate(all="ignore"):
+        ref = f(x, **s)
+        shape = np.shape(ref)
+        base = np.full(tuple(2 * n for n in shape), 7, dtype=ref.dtype)
+        out = base[tuple(slice(None, None, -2) for _ in shape)] if shape else base[...]
+        args = [s[k] for k in f.side_names] if positional else []
+        kw = {} if positional else s
+        r = dynshape.run(f, x, *args, out=out, **kw)
+    assert r is out
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_large_rows_and_long_rows_match():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((5, 9000)).astype(np.float32)
+    w = rng.standard_normal(9000).astype(np.float32)
+    for tail in ["softmax", "log_softmax", ("layer_norm", {"weight": "w", "bias": "w"}),
+                 ("rms_norm", {"weight": "w"}), ("sum", {"axis": -1}), ("max", {"axis": -1}),
+                 ("mean", {"axis": None}), ("min", {"axis": None})]:
+        steps = [("mul", "w"), "tanh", tail]
+        f = dynshape.fuse(steps)
+        assert_matches(f(x, w=w), reference(steps, x, {"w": w}), "float32", 1e-3 * x.size)
+
+
+def test_in_place_and_aliased_side():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((64, 300))
+    ref = np.tanh(np.maximum(x, 0) * 2 + x)
+    f = dynshape.fuse(["relu", ("mul", 2.0), ("add", "s")])
+    y = x.copy()
+    f(y, s=x, out=y)                                  # exact alias of x
+    g = dynshape.fuse(["relu", ("mul", 2.0), ("add", "s"), "tanh"])
+    s = x.copy()
+    g(x, s=s, out=s)                                  # out is a side input: read first
+    np.testing.assert_allclose(s, ref, rtol=1e-13)
+    np.testing.assert_allclose(y, np.maximum(x, 0) * 2 + x, rtol=1e-13)
+
+
+def test_broadcast_side_grows_the_shape_and_scalars_are_weak():
+    x = np.arange(4, dtype=np.float32)
+    b = np.ones((3, 1), np.float32)
+    f = dynshape.fuse([("add", "b"), ("mul", "k")])
+    y = f(x, b=b, k=2)
+    assert y.shape == (3, 4) and y.dtype == np.float32
+    np.testing.assert_array_equal(y, (x + b) * 2)
+
+
+def test_empty_inputs_and_empty_reductions():
+    x = np.zeros((0, 5), np.float32)
+    assert dynshape.fuse(["relu", "exp"])(x).shape == (0, 5)
+    assert dynshape.fuse(["relu", ("sum", {"axis": -1})])(x).shape == (0,)
+    e = np.zeros((3, 0), np.float32)
+    np.testing.assert_array_equal(dynshape.fuse(["abs", ("sum", {"axis": -1})])(e), [0, 0, 0])
+    assert np.isnan(dynshape.fuse(["abs", "mean"])(e))
+    with pytest.raises(ShapeError, match="identity"):
+        dynshape.fuse(["abs", "max"])(e)
+
+
+# ---- the table: per tile, the sequence of kernel ids -------------------------------------
+def test_explain_lists_the_kernel_ids_and_covers_the_plane():
+    f = dynshape.fuse([("add", "bias"), "gelu", ("clip", {"min": 0, "max": 6}), "softmax"])
+    t = dynshape.explain(f, (300, 77), bias=(77,))
+    assert isinstance(t, FusedTable)
+    cat = dynshape.CATALOG
+    assert [(cat[k].family, cat[k].op) for k in t.kernel_ids()] == [
+        ("binary", "add"), ("unary", "gelu"), ("unary", "clip"), ("rowwise", "softmax")]
+    assert all(cat[k].dtype == "float32" for k in t.kernel_ids())
+    assert "softmax" in t.describe() and "bias" in t.describe()
+    counts = np.zeros((300, 77), np.int64)
+    for o0, v0, o1, v1 in t.resolved(300, 77):
+        counts[o0:o0 + v0, o1:o1 + v1] += 1
+    assert (counts == 1).all()
+    # a table serves its whole bucket, and a never-seen shape of the bucket hits the cache
+    assert dynshape.explain(f, (301, 79), bias=(79,)) is t
+    assert dynshape.explain(f, (0, 77), bias=(77,)) is None
+
+
+# ---- no compilation -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def warm():
+    for dt in ("float32", "float64", "int32", "int64"):
+        x = np.ones((3, 4), dt)
+        dynshape.fuse(["relu", ("add", "a"), ("sum", {"axis": -1})])(x, a=x)
+        if dt.startswith("float"):
+            dynshape.fuse(["exp", "softmax", ("mul", "a")])(x, a=x)
+            dynshape.fuse(["exp", ("max", {"axis": None})])(x.T)
+
+
+@given(cases(max_side=40))
+@settings(max_examples=40)
+def test_never_seen_chains_compile_nothing(warm, case):
+    dtype, steps, x, sides = case
+    f = dynshape.fuse(steps)
+    with testing.count_compilations() as c, np.errstate(all="ignore"):
+        f(x, **used(f, sides))
+    assert c.count == 0, c.functions
+
+
+# ---- memory: intermediates live in per-thread tiles ---------------------------------------
+def test_no_full_size_intermediates():
+    x = np.random.default_rng(3).standard_normal(4_000_000).astype(np.float32)   # 16 MB
+    b = np.float32(0.5)
+    out = np.empty_like(x)
+    f = dynshape.fuse([("add", "b"), "relu", ("mul", 2.0), "exp", "tanh"])
+    f(x, b=b, out=out)                                 # warm: driver loaded, table cached
+    tracemalloc.start()
+    try:
+        f(x, b=b, out=out)
+        fused_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        np.tanh(np.exp(np.maximum(x + b, 0) * np.float32(2)))
+        numpy_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert fused_peak < x.nbytes / 100
+    assert numpy_peak >= x.nbytes
+    np.testing.assert_allclose(out, np.tanh(np.exp(np.maximum(x + b, 0) * 2)), rtol=2e-6)
+
+
+# ---- errors -------------------------------------------------------------------------------
+@pytest.mark.parametrize("steps, error, match", [
+    (["relu", "frobnicate"], UnknownOpError, "frobnicate.*fusable ops"),
+    ([], ArgumentError, "at least one step"),
+    ("relu", ArgumentError, "list of steps"),
+    ([("relu", "b")], ArgumentError, "unary"),
+    ([("add",)], ArgumentError, "one operand"),
+    ([("add", "_", "_")], ArgumentError, "exactly one operand"),
+    ([("add", "a", "b")], ArgumentError, "exactly one operand"),
+    ([("add", [1])], ArgumentError, "operand"),
+    ([("clip", {"lo": 0})], OpAttributeError, "lo.*accepted: max, min"),
+    ([("gelu", {"approximate": "fast"})], OpAttributeError, "approximate"),
+    ([("leaky_relu", {"alpha": "x"})], OpAttributeError, "alpha"),
+    ([("add", "b", {"alpha": 1})], OpAttributeError, "no attributes"),
+    ([("softmax", {"axis": 0})], OpAttributeError, "last axis"),
+    ([("layer_norm", {"epsilon": -1})], OpAttributeError, "epsilon"),
+    ([("sum", {"axis": 0})], OpAttributeError, "axis=-1"),
+    ([("sum", {"axis": -1}), "relu"], ArgumentError, "must be the last"),
+    (["softmax", "log_softmax"], ArgumentError, "at most one"),
+    ([("add", n) for n in "abcde"], ArgumentError, "at most 4 distinct"),
+    ([("matmul", "w")], ArgumentError, "matmul may only be the first"),
+    (["relu", "matmul"], ArgumentError, "matmul may only be the first"),
+    (["matmul", "softmax"], ArgumentError, "only elementwise"),
+    (["gemm", "relu"], ArgumentError, "only matmul is"),
+])
+def test_bad_steps(steps, error, match):
+    with pytest.raises(error, match=match):
+        dynshape.fuse(steps)
+
+
+def test_bad_calls():
+    x = np.ones((3, 4), np.float32)
+    f = dynshape.fuse([("add", "bias"), "relu"])
+    with pytest.raises(ArgumentError, match="missing side input.*bias"):
+        f(x)
+    with pytest.raises(ArgumentError, match="unknown side input 'bais'"):
+        f(x, bias=x, bais=x)
+    with pytest.raises(ArgumentError, match="1 side input.*got 2"):
+        f(x, x, x)
+    with pytest.raises(ArgumentError, match="given twice"):
+        f(x, x, bias=x)
+    with pytest.raises(ShapeError, match="do not broadcast.*bias \\(5,\\)"):
+        f(x, bias=np.ones(5, np.float32))
+    with pytest.raises(DtypeError, match="float64.*promote the float32 chain"):
+        f(x, bias=np.ones(4))
+    with pytest.raises(DtypeError, match="promote"):
+        f(x.astype(np.int32), bias=0.5)
+    with pytest.raises(DtypeError, match="accepted: float32"):
+        f(x.astype(np.float16), bias=x)
+    with pytest.raises(ShapeError, match="out has shape"):
+        f(x, bias=x, out=np.empty((4, 3), np.float32))
+    xi = x.astype(np.int64)
+    with pytest.raises(DtypeError, match="exp needs a float input"):
+        dynshape.fuse(["relu", "exp"])(xi)
+    with pytest.raises(DtypeError, match="div"):
+        dynshape.fuse([("div", 2)])(xi)
+    with pytest.raises(DtypeError, match="softmax"):
+        dynshape.fuse(["softmax"])(xi)
+    with pytest.raises(ValueError, match="negative integer powers"):
+        dynshape.fuse([("pow", "e")])(xi, e=-xi)
+    with pytest.raises(ShapeError, match="rank >= 1"):
+        dynshape.fuse(["softmax"])(np.float32(1))
+    with pytest.raises(ArgumentError, match="needs the input"):
+        dynshape.run(f)
+
+
+# ---- a leading matmul: the chain is the GEMM driver's epilogue program ---------------------
+def test_leading_matmul_runs_the_chain_as_its_epilogue():
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((3, 70, 45)).astype(np.float32)
+    b = rng.standard_normal((45, 130)).astype(np.float32)[:, ::-1]      # strided operand
+    bias = rng.standard_normal(130).astype(np.float32)
+    res = rng.standard_normal((3, 1, 130)).astype(np.float32)
+    f = dynshape.fuse(["matmul", ("add", "bias"), "gelu", ("mul", "res", "_"), "tanh"])
+    assert f.side_names == ("bias", "res")
+    y = dynshape.run(f, a, b, bias=bias, res=res)
+    mm = dynshape.run("matmul", a, b)
+    ref = reference([("add", "bias"), "gelu", ("mul", "res", "_"), "tanh"], mm,
+                    {"bias": bias, "res": res})
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+    out = np.empty_like(y)
+    assert f(a, b, bias, res, out=out) is out
+    np.testing.assert_array_equal(out, y)
+    with pytest.raises(ShapeError, match="does not broadcast to the matmul"):
+        f(a, b, bias=np.ones(7, np.float32), res=res)
+    with testing.count_compilations() as c:
+        g = dynshape.fuse(["matmul", "relu", ("sub", 1.0), ("maximum", "m")])
+        z = g(a[:, :33], b[:, :17], m=np.float32(-0.5))
+    assert c.count == 0, c.functions
+    np.testing.assert_allclose(
+        z, np.maximum(np.maximum(dynshape.run("matmul", a[:, :33], b[:, :17]), 0) - 1, -0.5),
+        rtol=1e-5, atol=1e-5)
