@@ -4,12 +4,12 @@
 ``vh`` rows of ``vw`` values at pitch ``pitch`` in a per-thread buffer. Bias and residual are
 added row by row (plain vectorized loops, no temporary arrays), the activation (any unary op
 code of ``scalar_ops.UNARY_OPS``; IDENTITY for none) runs ONCE over the channel's whole
-accumulator span with the vectorized loops of ``elementwise._map_contig`` (values between
+accumulator span with the vectorized in-place loops of ``steps.map_inplace`` (values between
 rows, if any, are scratch), and the rows are copied to the output through its strides.
 """
 from numba import njit
 
-from .elementwise import _map_contig
+from .steps import map_inplace
 from .gemm_ukernel import load_at, store_at
 from .scalar_ops import IDENTITY
 
@@ -40,7 +40,7 @@ def finish_channel(acc, a, vh, vw, pitch, y, yo, ysh, ysw, has_b, bval, has_r, r
     if code != IDENTITY:
         n = (vh - 1) * pitch + vw
         seg = acc[a:a + n]
-        _map_contig(code, seg, seg, n, a0, a1)
+        map_inplace(code, seg, n, a0, a1)
     for r in range(vh):
         d = a + r * pitch
         o = yo + r * ysh

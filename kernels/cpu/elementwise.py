@@ -17,6 +17,7 @@ from . import mathfuncs
 from .scalar_ops import (ABS, ADD, CLIP, DIV, EXP, GELU, GELU_TANH, IDENTITY, LEAKY_RELU, LOG,
                          MAXIMUM, MINIMUM, MUL, NEG, RECIPROCAL, RELU, SIGMOID, SQRT, SUB, TANH,
                          binary_scalar, float_unary, int_pow, relu, vmax, vmin)
+from .steps import map_inplace
 from .tiles import make_tile_geometry
 
 # Tile shapes (rows, columns, partial window on columns) of the elementwise static kernels,
@@ -119,7 +120,7 @@ def _unary_row(code, x, xb, xs, o, ob, os, n, a0, a1, scratch):
         c = min(n - k, scratch.size)
         for i in range(c):
             scratch[i] = x[xb + (k + i) * xs]
-        _map_contig(code, scratch, scratch, c, a0, a1)
+        map_inplace(code, scratch, c, a0, a1)
         for i in range(c):
             o[ob + (k + i) * os] = scratch[i]
         k += c
@@ -178,7 +179,7 @@ def _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a
     computed, the invalid part dropped) and 2-D tiles with strided columns (valid part only)."""
     buf = np.zeros(t0 * t1, dtype=o.dtype) if full else np.empty(t0 * t1, dtype=o.dtype)
     gather_tile(x, xb, xsm, xsn, v0, v1, buf, t1)
-    _map_contig(code, buf, buf, t0 * t1 if full else (v0 - 1) * t1 + v1, a0, a1)
+    map_inplace(code, buf, t0 * t1 if full else (v0 - 1) * t1 + v1, a0, a1)
     scatter_tile(o, ob, osm, osn, v0, v1, buf, t1)
 
 

@@ -41,8 +41,7 @@ import numba
 from numba import njit, prange, types
 from numba.extending import overload
 
-from .elementwise import _map_contig
-from .steps import MAX_SIDES, apply_steps, empty_program
+from .steps import MAX_SIDES, apply_steps, empty_program, map_inplace
 from .gemm_ukernel import make_ukernel, make_dot_ukernel, load_at, store_at
 
 # --------------------------------------------------------------------------
@@ -234,7 +233,7 @@ def _epilogue(ws_c, ldc, mv, nv, c_buf, c_off, c_rs, c_cs, alpha, beta,
             for j in range(nv):
                 store_at(ws_c, w + j, load_at(ws_c, w + j) + load_at(bias_buf, bias_off + j * bias_s))
         if act > 0:  # unary op code + 1, vectorized over the row
-            _map_contig(act - 1, ws_c[w:w + nv], ws_c[w:w + nv], nv, zero, zero)
+            map_inplace(act - 1, ws_c[w:w + nv], nv, zero, zero)
     if prog.shape[0] > 0:
         apply_steps(prog, pattrs, ws_c, 0, ldc, mv, nv, m0, n0, bt, sides, sgeo)
     for i in range(mv):
