@@ -6,7 +6,16 @@ algorithm that emits a parameter table; one compiled driver call runs it.
     >>> import numpy as np, dynshape
     >>> y = dynshape.run("relu", np.arange(-3.0, 3.0))
 """
-from dynshape_kernels.catalog import CATALOG
+__version__ = "0.1.0"
+
+# a kernel package named by DYNSHAPE_PACKAGE is loaded before anything compiles at import
+from .package import (PackageError, PackageWarning, load_package,  # noqa: E402
+                      unload_package)
+from .package import from_environment as _package_from_environment  # noqa: E402
+
+_package_from_environment()
+
+from dynshape_kernels.catalog import CATALOG  # noqa: E402
 from dynshape_kernels.tail_mode import TailMode
 
 from . import config, ops
@@ -19,14 +28,22 @@ from .ops import rowwise as _rowwise  # noqa: F401  (registers the ops)
 from . import reduce_executor as _reduce_executor  # noqa: F401  (registers its executors)
 from .ops import matmul as _matmul  # noqa: F401  (registers matmul and gemm)
 from . import matmul_executor as _matmul_executor  # noqa: F401  (registers its executor)
+from .ops import pool as _pool  # noqa: F401  (registers max_pool2d, avg_pool2d, executor)
+from .ops import conv as _conv  # noqa: F401  (registers conv2d)
+from . import conv_executor as _conv_executor  # noqa: F401  (registers its executor)
 from .param_table import ParamTable
+from .fuse import Fused, FusedTable, fuse
+from .picture import plot_table, tile_rectangles
+from .table_store import TableStoreWarning
 
-__version__ = "0.1.0"
-
-__all__ = ["run", "explain", "known_ops", "cache_stats", "clear_cache", "set_policy",
-           "wait_optimized", "warm", "ParamTable", "TailMode", "CATALOG", "DynshapeError",
-           "UnknownOpError", "DtypeError", "ShapeError", "OpAttributeError",
-           "TableFormatError", "ArgumentError"]
+__all__ = ["load_package", "unload_package", "PackageError", "PackageWarning"]
+__all__ += ["run", "explain", "known_ops", "cache_stats", "clear_cache", "set_policy",
+            "wait_optimized", "warm", "ParamTable", "TailMode", "CATALOG", "DynshapeError",
+            "UnknownOpError", "DtypeError", "ShapeError", "OpAttributeError",
+            "TableFormatError", "ArgumentError"]
+__all__ += ["fuse", "Fused", "FusedTable"]
+__all__ += ["warmup", "set_table_dir", "table_dir", "last_table", "plot_table",
+            "tile_rectangles", "TableStoreWarning"]
 
 
 def known_ops():
@@ -34,7 +51,8 @@ def known_ops():
 
 
 def cache_stats():
-    """Table-cache counters: tables, max_tables, hits, misses, evictions, optimized_swaps."""
+    """Table-cache counters: tables, max_tables, hits, misses, evictions, optimized_swaps,
+    tables_built, tables_loaded, tables_saved, tables_rejected, save_errors, pending."""
     return config.cache.stats()
 
 
@@ -71,3 +89,38 @@ def warm(families=None, dtypes=None):
                 dt = f"uint{8 * np.dtype(dt).itemsize}"
             if dt in spec.dtypes:
                 drivers.get(fam, dt)
+
+
+# ---- persisted tables, warm-up, the table a call used ------------------------------------
+def set_table_dir(path):
+    """Persist parameter tables under ``path`` (str or PathLike; created on the first save),
+    or stop persisting with None. Default: the ``DYNSHAPE_TABLE_DIR`` environment variable.
+
+    Files: ``<path>/<catalog hash>/<key hash>.npz`` (format: param_tables/README.md). Policies
+    "background" and "optimized" load a saved table on a cache miss instead of building it
+    and save every optimized table they build; "simplified" ignores the directory. A file
+    that is corrupt or from another catalog is ignored with a TableStoreWarning and rebuilt."""
+    config.set_table_dir(path)
+
+
+def table_dir():
+    """The table directory in use (absolute path), or None."""
+    return config.table_dir()
+
+
+def warmup(op, *shapes_or_arrays, dtype="float32", **attrs):
+    """Build the optimized table of a call now and save it in the table directory (the
+    fixed-shape scenario: call at initialisation; a later process loads the table instead of
+    building it). Arguments as for :func:`explain`; nothing is computed. A table already
+    saved is loaded, a cached simplified one is replaced. Returns the ParamTable (None for
+    an empty result). Kernels are not loaded here: see :func:`warm`."""
+    with config.policy_scope("warmup"):
+        return explain(op, *shapes_or_arrays, dtype=dtype, **attrs)
+
+
+def last_table():
+    """The ParamTable used by the latest ``run`` (or ``explain``/``warmup``) of the calling
+    thread, or None. With the background policy it shows whether a call ran the simplified
+    table or the optimized one swapped in later (``last_table().variant``). A call with an
+    empty result runs no table and leaves it unchanged."""
+    return config.cache.last_table()

@@ -1,4 +1,4 @@
-"""Command line: ``dynshape demo | explain OP SHAPE... | catalog | warm``."""
+"""Command line: ``dynshape demo | explain OP SHAPE... | catalog | warm | pregenerate``."""
 import argparse
 import sys
 
@@ -20,13 +20,38 @@ def main(argv=None):
     ex.add_argument("--dtype", default="float32")
     ex.add_argument("--optimized", action="store_true", help="the optimized combination")
     ex.add_argument("--limit", type=int, default=20, help="entries to print")
+    ex.add_argument("--png", nargs="?", const="", metavar="FILE",
+                    help="also save a picture of the tiles (default file: "
+                         "OP_SHAPE_tiles.png); needs the plot extra (matplotlib)")
     sub.add_parser("catalog", help="list the static kernel families")
     w = sub.add_parser("warm", help="load or compile the kernels now")
     w.add_argument("--family", action="append")
     w.add_argument("--dtype", action="append")
+    pg = sub.add_parser("pregenerate", help="build a kernel package: drivers compiled ahead "
+                        "of time, loaded later with dynshape.load_package or DYNSHAPE_PACKAGE")
+    pg.add_argument("--out", required=True, help="the package directory to create")
+    pg.add_argument("--family", action="append", help="op family (repeat; default: all)")
+    pg.add_argument("--dtype", action="append", help="dtype (repeat; default: each family's)")
+    pg.add_argument("--target", action="append", help="target (repeat; default: cpu)")
+    pg.add_argument("--cache", metavar="DIR", help="Numba cache to reuse and fill (default: "
+                    "the environment's NUMBA_CACHE_DIR or the one next to the sources)")
+    pg.add_argument("--fresh", action="store_true", help="compile everything in a new cache")
+    pg.add_argument("--force", action="store_true", help="replace an existing package")
+    pg.add_argument("--no-check", action="store_true",
+                    help="skip loading the new package in a fresh process")
     args = ap.parse_args(argv)
 
     import dynshape
+    if args.cmd == "pregenerate":
+        from .pregenerate import TARGETS, build
+        try:
+            build(args.out, args.family, args.dtype, tuple(args.target or TARGETS),
+                  cache_dir=args.cache, fresh=args.fresh, force=args.force,
+                  verify_load=not args.no_check)
+        except dynshape.DynshapeError as exc:
+            print(f"dynshape: {exc}", file=sys.stderr)
+            return 2
+        return 0
     if args.cmd == "demo":
         from .demo import main as demo
         demo()
@@ -38,12 +63,28 @@ def main(argv=None):
             print(f"dynshape: {exc}", file=sys.stderr)
             return 2
         print("empty result: no kernel call" if t is None else t.describe(limit=args.limit))
+        if args.png is not None and t is not None:
+            return _save_picture(t, args)
     elif args.cmd == "catalog":
         print(dynshape.CATALOG.describe())
     elif args.cmd == "warm":
         dynshape.warm(args.family, args.dtype)
         from dynshape_kernels import drivers
         print("loaded:", ", ".join(f"{f}/{d}" for f, d in drivers.loaded()))
+    return 0
+
+
+def _save_picture(table, args):
+    from .picture import plot_table
+    path = args.png or "_".join([args.op] + ["x".join(map(str, s)) or "scalar"
+                                              for s in args.shapes]) + "_tiles.png"
+    try:
+        num = plot_table(table, path)
+    except (ImportError, OSError) as exc:
+        print(f"dynshape: {exc}", file=sys.stderr)
+        return 2
+    print(f"picture: {path} ({num['full']} full tiles, {num['tail']} tails, "
+          f"{num['overlap']} overlap tiles)")
     return 0
 
 

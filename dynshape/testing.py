@@ -197,3 +197,50 @@ def check_matmul_coverage(table, M, N, batch):
     cover = matmul_coverage(table, M, N, batch)
     assert (cover == 1).all(), f"{int((cover == 0).sum())} elements uncovered, " \
                                f"{int((cover > 1).sum())} covered more than once"
+
+
+# ---------------------------------------------------------------- conv tables
+
+
+def conv_coverage(table, N, OH, OW):
+    """Count array (N, M, OH, OW): how many entries of a conv2d table write each output element
+    of a problem with N images and an OH x OW output, with the driver's clipping of tiles."""
+    g = table.geo
+    cover = np.zeros((N, g["M"], OH, OW), np.int32)
+    for row in table.resolved(N, OH, OW):
+        _, n, grp, m0, mv, oh0, vh, ow0, vw = (int(v) for v in row[:9])
+        if mv and vh and vw:
+            c0 = grp * g["Mg"] + m0
+            cover[n, c0:c0 + mv, oh0:oh0 + vh, ow0:ow0 + vw] += 1
+    return cover
+
+
+def check_conv_table(table, N, H, W, OH, OW):
+    """Assert a conv2d table's invariants for an (N, ., H, W) -> (N, ., OH, OW) problem of its
+    bucket: every output element is written exactly once; K is never split (no entry column
+    holds a K range: every entry walks all of C/group*KH*KW); each entry's input offset is its
+    output offset mapped through stride and padding; and for every tile and kernel tap the
+    input rows and columns the driver reads (the window clipped by its own column-range rule)
+    lie inside x, i.e. padding is never read from memory. Returns the count array."""
+    from dynshape_kernels.cpu.conv_layout import ENTRY_COLUMNS, T_NCOL
+    from dynshape_kernels.cpu.conv_window import col_range
+    col_range = getattr(col_range, "py_func", col_range)
+    g = table.geo
+    assert table.entries.shape[1] == T_NCOL and not any("k" == c[0] for c in ENTRY_COLUMNS[1:])
+    cover = conv_coverage(table, N, OH, OW)
+    assert (cover == 1).all(), (f"{int((cover == 0).sum())} output elements never written, "
+                                f"{int((cover > 1).sum())} written more than once")
+    pt, pl = g["pads"][0], g["pads"][1]
+    for row in table.resolved(N, OH, OW):
+        _, n, grp, m0, mv, oh0, vh, ow0, vw, ih0, iw0 = (int(v) for v in row)
+        assert ih0 == oh0 * g["sh"] - pt and iw0 == ow0 * g["sw"] - pl, \
+            f"input offset ({ih0}, {iw0}) of the tile at ({oh0}, {ow0}) is inconsistent"
+        if not (mv and vh and vw):
+            continue
+        for kw in range(g["KW"]):
+            iwb = iw0 + kw * g["dw"]
+            lo, hi = col_range(iwb, g["sw"], W, vw)
+            for j in range(vw):
+                inside = 0 <= iwb + j * g["sw"] < W
+                assert inside == (lo <= j < hi), f"column {j} of tap {kw}: read {lo <= j < hi}"
+    return cover

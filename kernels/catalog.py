@@ -100,6 +100,8 @@ def _build():
     from .cpu.rowwise import ROWWISE_OPS, ROWWISE_TILES
     from .cpu.scalar_ops import BINARY_OPS, UNARY_OPS
     from .cpu.gemm import SLOTS_F32, SLOTS_F64
+    from .cpu.pool import POOL_OPS, POOL_TILES
+    from .cpu.conv import CONV_OPS, CONV_TILES
     families = [
         FamilySpec("unary", UNARY_OPS, ("float32", "float64", "int32", "int64"),
                    ELEMENTWISE_TILES),
@@ -119,6 +121,13 @@ def _build():
                    tail_modes=frozenset({TailMode.VARIABLE_FULL}), quanta=(8, 16),
                    dtype_tiles=(("float32", tuple((mc, nc, 0) for _, _, mc, nc, _ in SLOTS_F32)),
                                 ("float64", tuple((mc, nc, 0) for _, _, mc, nc, _ in SLOTS_F64)))),
+        # pooling tiles the output plane; entries also hold the tiles' input offsets
+        FamilySpec("pool", POOL_OPS, ("float32", "float64"), POOL_TILES,
+                   tail_modes=frozenset({TailMode.VARIABLE_FULL}), quanta=(4, 16)),
+        # conv2d: tiles of (output channels, output positions); entries hold the tiles'
+        # input offsets; K = C/group*KH*KW is walked inside every kernel call
+        FamilySpec("conv", CONV_OPS, ("float32", "float64"), CONV_TILES,
+                   tail_modes=frozenset({TailMode.VARIABLE_FULL}), quanta=(1, 1)),
     ]
     return Catalog(families)
 
