@@ -10,6 +10,11 @@ PyTorch eager uses 2 threads, allocating; ``torch.compile(dynamic=True)`` is tim
 state after warm-up, its first compile reported separately. Times are the median of
 ``repeat`` runs (noisy on a shared machine: indicative only). dynshape writes into a
 preallocated output (``out=``); NumPy and torch allocate theirs.
+
+A conv-led case follows: conv2d(64 -> 64, 3x3, pad 1) on (1, 64, 57, 61) float32, then relu,
+abs, exp: fused (the conv driver runs the chain on each output tile before storing it) vs
+PyTorch eager (``F.conv2d`` then the three ops, 2 threads) and vs dynshape unfused
+(``run("conv2d")`` then ``run`` of each op, a full-size array per op).
 """
 import argparse
 import statistics
@@ -109,6 +114,43 @@ def main(argv=None):
               f"{(f'{first:.1f}s' if first else '-'):>7s}   (max rel err vs numpy {err:.1e})")
     print("np/ds, th/ds: speed-up of dynshape over NumPy / PyTorch eager; ds/tc: dynshape time "
           "over torch.compile steady state (<= 1.2 is the target); tc 1st: first compile.")
+    conv_case(max(20, 5 * repeat))
+
+
+def conv_case(repeat):
+    """conv2d(64->64, 3x3, pad 1, 57x61) -> relu -> abs -> exp: fused vs PyTorch eager vs
+    dynshape unfused."""
+    import torch
+    F = torch.nn.functional
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 64, 57, 61)).astype(np.float32)
+    w = (rng.standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)
+    tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+    f = dynshape.fuse([("conv2d", {"pads": (1, 1, 1, 1)}), "relu", "abs", "exp"])
+    out = np.empty((1, 64, 57, 61), np.float32)
+
+    def unfused():
+        v = dynshape.run("conv2d", x, w, pads=1)
+        for op in ("relu", "abs", "exp"):
+            v = dynshape.run(op, v)
+        return v
+
+    def eager():
+        with torch.no_grad():
+            return torch.exp(torch.abs(torch.relu(F.conv2d(tx, tw, padding=1))))
+
+    f(x, w, out=out)
+    err = float(np.max(np.abs(out - eager().numpy()) / np.abs(eager().numpy())))
+    assert np.array_equal(out, unfused())
+    t_ds = median_time(lambda: f(x, w, out=out), repeat)
+    t_un = median_time(unfused, repeat)
+    t_th = median_time(eager, repeat)
+    print(f"\nconv-led chain: conv2d 64->64 3x3 pad 1 on (1, 64, 57, 61) float32 -> relu -> "
+          f"abs -> exp; median of {repeat}")
+    print(f"  dynshape fused {t_ds * 1e3:8.2f}ms   dynshape unfused {t_un * 1e3:8.2f}ms   "
+          f"PyTorch eager {t_th * 1e3:8.2f}ms")
+    print(f"  unfused/fused {t_un / t_ds:5.2f}   eager/fused {t_th / t_ds:5.2f}   "
+          f"(max rel err vs PyTorch {err:.1e})")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,12 @@ that the driver reads each tile's input window in place (layout: ``conv_layout``
 are built with NumPy in microseconds-to-milliseconds, cached in ``config.cache`` under
 (op, table attributes, dtype, target, bucket of N, OH, OW, threads); every shape of a bucket
 reuses the table (the driver clips tiles to the real shape). Nothing is compiled per shape.
+
+Epilogue program: ``launch.extra["steps"] = (prog, pattrs, sides, cgeo)`` (see
+``dynshape_kernels.cpu.steps`` and ``conv_epilogue``) runs elementwise steps on every output
+channel of every tile before it is stored; ``cgeo[s]`` = (offset, n stride, channel stride,
+row stride, column stride) of side s in elements. Fused sequences that start with a conv2d
+set it; ``run("conv2d")`` leaves it empty.
 """
 import numba
 import numpy as np
@@ -21,6 +27,7 @@ from dynshape_kernels.cpu.conv_layout import (CV_ACT, CV_BOFF, CV_BS, CV_C, CV_C
                                               T_IW0, T_KID, T_M0, T_MV, T_N, T_NCOL, T_OH0,
                                               T_OW0, T_VH, T_VW)
 from dynshape_kernels.cpu.gemm import SLOTS_F32, SLOTS_F64
+from dynshape_kernels.cpu.steps import MAX_SIDES, empty_program
 
 from . import config
 from .bucket import bucket
@@ -302,6 +309,22 @@ def _common(launch, table, ops):
     return c
 
 
+_NO_STEPS = {}
+
+
+def _no_steps(dt):
+    """The empty epilogue program (prog, pattrs, sides, cgeo) of dtype ``dt``."""
+    st = _NO_STEPS.get(dt)
+    if st is None:
+        dummy = np.zeros(1, dt)
+        dummy.flags.writeable = False
+        prog, pattrs, cgeo = empty_program(), np.zeros(2, dt), np.zeros((MAX_SIDES, 5), np.int64)
+        for a in (prog, pattrs, cgeo):
+            a.flags.writeable = False
+        st = _NO_STEPS[dt] = (prog, pattrs, (dummy,) * MAX_SIDES, cgeo)
+    return st
+
+
 def run_conv(launch):
     out = launch.out
     if out.size == 0:
@@ -322,8 +345,10 @@ def run_conv(launch):
         common = _common(launch, table, ops)
         memo_put(sig, key, common)
     wbuf = w.reshape(-1) if w.size else np.zeros(1, dt)
+    prog, pattrs, sides, cgeo = launch.extra.get("steps") or _no_steps(dt)
     drivers.get(FAMILY, launch.dtype)(ops[0][0], wbuf, ops[3][0], ops[2][0], ops[1][0],
-                                      common, table.entries, launch.fattrs)
+                                      common, table.entries, launch.fattrs, prog, pattrs,
+                                      sides, cgeo)
     config.counters["driver_calls"] += 1
     return launch.result
 

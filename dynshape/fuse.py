@@ -22,7 +22,23 @@ A step is an op name or a tuple ``(op, *operands, {attributes})``:
 * ``"matmul"`` as the first step: ``f = fuse(["matmul", ("add", "bias"), "gelu"]);
   f(a, b, bias=bias)``: the matmul driver runs the elementwise steps that follow on each
   output tile before storing it (its epilogue program), float32/float64, operands of rank
-  >= 2; side inputs broadcast to the matmul result.
+  >= 2; side inputs broadcast to the matmul result;
+* ``"gemm"`` as the first step, with ONNX Gemm's attributes {alpha, beta, transA, transB, C}
+  where ``C`` names an input given at call time: ``f = fuse([("gemm", {"transB": 1, "C":
+  "c"}), "relu"]); f(a, b, c=c)``; 2-D operands, side inputs broadcast to (M, N);
+* ``"conv2d"`` as the first step, with the attributes of ``run("conv2d")`` {strides, pads,
+  auto_pad, dilations, group, kernel_shape, bias} where ``bias`` names an input given at call
+  time (the (M,) bias, added to the accumulators): ``f = fuse([("conv2d", {"pads": 1,
+  "bias": "b"}), ("add", "res"), "relu"]); f(x, w, b=b, res=r)``. The conv driver runs the
+  elementwise steps on every output tile (all its channels) before storing it (no
+  intermediate array); side inputs broadcast to the output (N, M, OH, OW) and are read in
+  place whatever their strides: full-shape residuals, per-channel (1, M, 1, 1) / (M, 1, 1)
+  scales and shifts, per-position (OH, OW) maps. float32 / float64 (the conv's dtype).
+  Its ``activation`` / ``residual`` are not attributes here: write them as steps.
+
+After a leading matmul, gemm or conv2d only elementwise steps may follow (no row-wise op, no
+reduction). Its operands are the call's first two arguments; side inputs follow, positionally
+(in :attr:`Fused.side_names` order, the leading op's named input first) or by keyword.
 
 The chain runs in the dtype of ``x`` (float32, float64, int32, int64): side inputs and
 constants must not promote it (NumPy's rules with Python numbers weak); integer chains accept
@@ -60,6 +76,8 @@ from .layout import (Plane, broadcast_strides, check_outer, coalesce, element_st
 from .ops import as_array, check_out, is_planning, new_output
 
 RUNNING = "_"
+# ops that may lead a chain: the elementwise steps become their driver's epilogue program
+_LEADS = ("matmul", "gemm", "conv2d")
 DTYPES = ("float32", "float64", "int32", "int64")
 _DTYPE_NAMES = {np.dtype(d): d for d in DTYPES}
 
@@ -87,7 +105,8 @@ TILE_ELEMENTS = 8192
 
 
 def _known_steps():
-    return sorted(UNARY + BINARY_OPS + tuple(_ROWWISE_ATTRS) + REDUCE + ("matmul",))
+    return sorted(UNARY + BINARY_OPS + tuple(_ROWWISE_ATTRS) + REDUCE
+                  + ("matmul", "gemm", "conv2d"))
 
 
 class Step:
@@ -199,12 +218,63 @@ def _parse_step(raw, index):
                                 f"\"matmul\" (its operands a, b are the call's first two "
                                 f"arguments)")
         return Step(index, "matmul", name, {}, text=text)
-    if name in ("gemm", "conv2d"):
-        raise ArgumentError(f"{where}: a leading {name} is not supported by fuse in this "
-                            f"build (only matmul is); run it with dynshape.run (its bias / "
-                            f"activation epilogue) and fuse the elementwise steps that follow")
+    if name in _LEAD_ATTRS:
+        if index != 0 or rest:
+            raise ArgumentError(f"{where}: {name} may only be the first step, written "
+                                f"\"{name}\" or (\"{name}\", {{attributes}}) (its operands "
+                                f"are the call's first two arguments)")
+        return Step(index, name, name, _lead_attrs(name, attrs, where), text=text)
     raise UnknownOpError(f"{where}: unknown op {name!r}; fusable ops: "
                          f"{', '.join(_known_steps())}")
+
+
+# attributes of a leading conv2d / gemm step (the input-naming ones, "bias" and "C", name an
+# input given at call time like a side input)
+_LEAD_ATTRS = {
+    "conv2d": {"strides": (1, 1), "pads": (0, 0, 0, 0), "auto_pad": "NOTSET",
+               "dilations": (1, 1), "group": 1, "kernel_shape": None, "bias": None},
+    "gemm": {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0, "C": None},
+}
+_LEAD_INPUT = {"conv2d": "bias", "gemm": "C"}
+_LEAD_EPILOGUE = {"conv2d": ("activation", "residual"), "gemm": ("activation",)}
+
+
+def _lead_attrs(name, attrs, where):
+    """Validated attributes of a leading conv2d / gemm (op attributes are checked again, with
+    the arrays, by the op itself at call time)."""
+    from .ops.conv import AUTO_PADS, _int_tuple
+    given = [k for k in _LEAD_EPILOGUE[name] if k in attrs]
+    if given:
+        raise OpAttributeError(f"{where}: a fused {name} takes no {given[0]!r} attribute: "
+                               f"write it as the steps that follow (e.g. \"relu\", "
+                               f"(\"add\", \"res\"))")
+    merged = _merge_attrs(name, _LEAD_ATTRS[name], attrs)
+    key = _LEAD_INPUT[name]
+    v = merged[key]
+    if v is not None and (not isinstance(v, str) or v == RUNNING):
+        raise OpAttributeError(f"{where}: {key} must name an input given at call time (a "
+                               f"string other than {RUNNING!r}), got {v!r}")
+    if name == "conv2d":
+        _int_tuple("strides", merged["strides"], 2, 1, (2,))
+        _int_tuple("dilations", merged["dilations"], 2, 1, (2,))
+        _int_tuple("pads", merged["pads"], 4, 0, (2, 4))
+        if merged["kernel_shape"] is not None:
+            _int_tuple("kernel_shape", merged["kernel_shape"], 2, 1, (2,))
+        g = merged["group"]
+        if not isinstance(g, (int, np.integer)) or isinstance(g, (bool, np.bool_)) or g < 1:
+            raise OpAttributeError(f"{where}: group must be an integer >= 1, got {g!r}")
+        if merged["auto_pad"] not in AUTO_PADS:
+            raise OpAttributeError(f"{where}: auto_pad must be one of {', '.join(AUTO_PADS)}, "
+                                   f"got {merged['auto_pad']!r}")
+    else:
+        for k in ("alpha", "beta"):
+            if not _is_number(merged[k]):
+                raise OpAttributeError(f"{where}: {k} must be a real number, got "
+                                       f"{merged[k]!r}")
+        for k in ("transA", "transB"):
+            if merged[k] not in (0, 1, True, False):
+                raise OpAttributeError(f"{where}: {k} must be 0 or 1, got {merged[k]!r}")
+    return merged
 
 
 def _merge_attrs(name, defaults, attrs):
@@ -275,7 +345,7 @@ class FusedTable:
             elif kind in (K_CONST_R, K_CONST_L):
                 extra = f"constant {self.pattrs[attr]:g}"
             elif kind in (K_SIDE_R, K_SIDE_L):
-                extra = f"side {int(side)} ({self.fused.side_names[int(side)]})"
+                extra = f"side {int(side)} ({self.fused.prog_sides[int(side)]})"
             elif kind == K_ROWWISE and sk.op in ("layer_norm", "rms_norm"):
                 extra = f"epsilon {self.pattrs[attr]:g}"
             lines.append(f"    {k}: {int(kid):5d} {sk.family}/{sk.op:12s} "
@@ -323,13 +393,14 @@ class Fused:
         if not steps:
             raise ArgumentError("fuse needs at least one step")
         parsed = [_parse_step(s, i) for i, s in enumerate(steps)]
-        self.lead = parsed[0] if parsed[0].kind == "matmul" else None
+        self.lead = parsed[0] if parsed[0].kind in _LEADS else None
         if self.lead is not None:
             parsed = parsed[1:]
             late = [s for s in parsed if s.kind in ("rowwise", "reduce")]
             if late:
-                raise ArgumentError(f"{late[0].where}: after a leading matmul only elementwise "
-                                    f"steps can be fused (they run on each output tile)")
+                raise ArgumentError(f"{late[0].where}: after a leading {self.lead.op} only "
+                                    f"elementwise steps can be fused (they run on each "
+                                    f"output tile); run the {late[0].op} apart")
         ends = [s for s in parsed if s.kind in ("rowwise", "reduce")]
         if len(ends) > 1:
             raise ArgumentError(f"a fused sequence holds at most one row-wise op or reduction; "
@@ -346,6 +417,16 @@ class Fused:
             raise ArgumentError(f"a fused sequence reads at most {MAX_SIDES} distinct side "
                                 f"inputs, got {len(names)}: {', '.join(names)}")
         self.steps = tuple(parsed)
+        # the side inputs the step program reads (its side indices), and every input given
+        # at call time besides the leading op's operands: a leading conv2d's bias / gemm's C
+        # first, then the program's sides
+        self.prog_sides = tuple(names)
+        lead_in = None
+        if self.lead is not None and self.lead.op in _LEAD_INPUT:
+            lead_in = self.lead.attrs[_LEAD_INPUT[self.lead.op]]
+        self.lead_input = lead_in
+        if lead_in is not None and lead_in not in names:
+            names.insert(0, lead_in)
         self.side_names = tuple(names)
         self.raw = tuple(steps)
         self.raw_key = repr(self.raw)
@@ -378,7 +459,7 @@ class Fused:
             return len(attrs) - len(values)
 
         def side_index(name):
-            return self.side_names.index(name)
+            return self.prog_sides.index(name)
 
         def emit(kid, kind, code, side, attr, driver=True):
             steps.append((kid, kind, code, side, attr))
@@ -455,9 +536,10 @@ class Fused:
     def __call__(self, x, *sides, out=None, **named):
         if self.lead is not None:
             if not sides:
-                raise ArgumentError(f"{self!r} starts with matmul: call it as f(a, b, "
-                                    f"*sides, **sides)")
-            return _execute_matmul(self, x, sides[0], sides[1:], named, out)
+                ab = "x, w" if self.lead.op == "conv2d" else "a, b"
+                raise ArgumentError(f"{self!r} starts with {self.lead.op}: call it as "
+                                    f"f({ab}, *sides, **sides)")
+            return _execute_lead(self, x, sides[0], sides[1:], named, out)
         return _execute(self, x, sides, named, out, explain=False)
 
     run = __call__
@@ -465,11 +547,14 @@ class Fused:
     def explain(self, x, *sides, dtype="float32", **named):
         """The FusedTable the call would use (None for an empty result); shapes (tuples)
         stand for C-contiguous arrays of ``dtype``. Nothing is computed. A chain led by a
-        matmul gives the matmul's table (its epilogue runs the other steps)."""
+        matmul, gemm or conv2d gives that op's table (its epilogue runs the other steps)."""
         conv = _placeholders(dtype)
         if self.lead is not None:
+            attrs = {k: v for k, v in self.lead.attrs.items()
+                     if k != _LEAD_INPUT.get(self.lead.op)}
             with ops.planning():
-                return dispatcher.explain("matmul", conv(x), *[conv(s) for s in sides[:1]])
+                return dispatcher.explain(self.lead.op, conv(x),
+                                          *[conv(s) for s in sides[:1]], **attrs)
         with ops.planning():
             return _execute(self, conv(x), tuple(conv(s) for s in sides),
                             {k: conv(v) for k, v in named.items()}, None, explain=True)
@@ -617,35 +702,58 @@ def _execute(fused, x, sides, named, out, explain):
     return table if explain else result
 
 
-def _execute_matmul(fused, a, b, sides, named, out):
-    """``matmul(a, b)`` with the chain as the epilogue program of its driver: the steps run
-    on every output tile before it is stored (kernels/cpu/gemm.py calls steps.apply_steps)."""
-    spec = ops.get("matmul")
-    launch = spec.prepare([a, b], out, {})
-    result = launch.result
-    if np.ndim(a) < 2 or np.ndim(b) < 2:
+def _execute_lead(fused, a, b, sides, named, out):
+    """The leading matmul / gemm / conv2d of ``a``, ``b`` with the chain as the epilogue
+    program of its driver: the steps run on every output tile before it is stored
+    (kernels/cpu/gemm.py and kernels/cpu/conv_epilogue.py call steps.apply_steps)."""
+    lead = fused.lead
+    bound = dict(zip(fused.side_names, _bind_sides(fused, sides, named)))
+    spec = ops.get(lead.op)
+    inputs, attrs = [a, b], {}
+    if lead.op == "matmul" and (np.ndim(a) < 2 or np.ndim(b) < 2):
         raise ShapeError(f"{fused!r}: a fused matmul needs operands of rank >= 2, got "
                          f"{np.shape(a)} and {np.shape(b)}")
+    if lead.op != "matmul":
+        attrs = {k: v for k, v in lead.attrs.items() if k != _LEAD_INPUT[lead.op]}
+        if fused.lead_input is not None:
+            inputs.append(bound[fused.lead_input])
+    launch = spec.prepare(inputs, out, attrs)
+    result = launch.result
     dt = np.dtype(launch.dtype)
     prog = fused.program(launch.dtype)
     shape = result.shape
-    arrs = [_side_array(fused, k, v, dt)
-            for k, v in zip(fused.side_names, _bind_sides(fused, sides, named))]
-    for k, s in zip(fused.side_names, arrs):
+    arrs = [_side_array(fused, k, bound[k], dt) for k in fused.prog_sides]
+    for k, s in zip(fused.prog_sides, arrs):
         try:
             ok = np.broadcast_shapes(shape, s.shape) == shape
         except ValueError:
             ok = False
         if not ok:
             raise ShapeError(f"{fused!r}: side input {k!r} of shape {s.shape} does not "
-                             f"broadcast to the matmul result's shape {shape}")
-    if result.size == 0:
+                             f"broadcast to the {lead.op} result's shape {shape}")
+    if result.size == 0 or not prog.prog.shape[0]:
         return dispatcher.run_launch(spec, launch)
+    geo = _conv_side_geometry if lead.op == "conv2d" else _matmul_side_geometry
+    sgeo, flat = geo(shape, arrs, result)
+    flat += [_dummy(dt)] * (MAX_SIDES - len(flat))
+    sgeo.flags.writeable = False
+    launch.extra["steps"] = (prog.prog, prog.pattrs, tuple(flat), sgeo)
+    return dispatcher.run_launch(spec, launch)
+
+
+def _unaliased_side(result, s):
+    if not is_planning() and np.may_share_memory(result, s):
+        return s.copy()         # the driver stores tiles while later tiles still read sides
+    return s
+
+
+def _matmul_side_geometry(shape, arrs, result):
+    """sgeo (MAX_SIDES, 4) = (offset, flattened-batch stride, row, column stride) per side
+    and the sides' flat buffers, for the GEMM driver's epilogue program."""
     sgeo = np.zeros((MAX_SIDES, 4), np.int64)
     flat = []
     for i, s in enumerate(arrs):
-        if not is_planning() and np.may_share_memory(result, s):
-            s = s.copy()
+        s = _unaliased_side(result, s)
         st = broadcast_strides(shape, s.shape, element_strides(s)) \
             if element_strides(s) is not None else None
         bstr = None
@@ -660,10 +768,24 @@ def _execute_matmul(fused, a, b, sides, named, out):
         buf, off = flat_view(s)
         sgeo[i] = (off, bstr, st[-2], st[-1])
         flat.append(_readonly(buf))
-    flat += [_dummy(dt)] * (MAX_SIDES - len(flat))
-    sgeo.flags.writeable = False
-    launch.extra["steps"] = (prog.prog, prog.pattrs, tuple(flat), sgeo)
-    return dispatcher.run_launch(spec, launch)
+    return sgeo, flat
+
+
+def _conv_side_geometry(shape, arrs, result):
+    """cgeo (MAX_SIDES, 5) = (offset, n, channel, row, column stride) per side and the
+    sides' flat buffers, for the conv driver's epilogue program: any strided view broadcast
+    to (N, M, OH, OW) is read in place (per-channel sides: zero row and column strides)."""
+    cgeo = np.zeros((MAX_SIDES, 5), np.int64)
+    flat = []
+    for i, s in enumerate(arrs):
+        s = _unaliased_side(result, s)
+        if element_strides(s) is None:
+            s = np.ascontiguousarray(s)
+        buf, off = flat_view(s)
+        cgeo[i, 0] = off
+        cgeo[i, 1:] = broadcast_strides(shape, s.shape, element_strides(s))
+        flat.append(_readonly(buf))
+    return cgeo, flat
 
 
 def _check_int_pow(fused, arrs):

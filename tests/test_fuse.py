@@ -292,7 +292,22 @@ def test_no_full_size_intermediates():
     ([("matmul", "w")], ArgumentError, "matmul may only be the first"),
     (["relu", "matmul"], ArgumentError, "matmul may only be the first"),
     (["matmul", "softmax"], ArgumentError, "only elementwise"),
-    (["gemm", "relu"], ArgumentError, "only matmul is"),
+    (["relu", "conv2d"], ArgumentError, "conv2d may only be the first"),
+    ([("conv2d", "w")], ArgumentError, "conv2d may only be the first"),
+    (["conv2d", ("sum", {"axis": -1})], ArgumentError, "after a leading conv2d only elementw"),
+    (["conv2d", "softmax"], ArgumentError, "after a leading conv2d only elementwise"),
+    ([("conv2d", {"activation": "relu"})], OpAttributeError, "write it as the steps"),
+    ([("conv2d", {"residual": "r"})], OpAttributeError, "write it as the steps"),
+    ([("conv2d", {"stride": 2})], OpAttributeError, "stride.*accepted:.*strides"),
+    ([("conv2d", {"strides": 0})], OpAttributeError, "strides must be >= 1"),
+    ([("conv2d", {"pads": (1, 2, 3)})], OpAttributeError, "pads"),
+    ([("conv2d", {"group": 0})], OpAttributeError, "group"),
+    ([("conv2d", {"auto_pad": "SAME"})], OpAttributeError, "auto_pad"),
+    ([("conv2d", {"bias": 3})], OpAttributeError, "bias must name an input"),
+    ([("gemm", {"transA": 2})], OpAttributeError, "transA"),
+    ([("gemm", {"alpha": "x"})], OpAttributeError, "alpha"),
+    ([("gemm", {"activation": "relu"})], OpAttributeError, "write it as the steps"),
+    (["gemm", "log_softmax"], ArgumentError, "after a leading gemm only elementwise"),
 ])
 def test_bad_steps(steps, error, match):
     with pytest.raises(error, match=match):
@@ -361,3 +376,230 @@ def test_leading_matmul_runs_the_chain_as_its_epilogue():
     np.testing.assert_allclose(
         z, np.maximum(np.maximum(dynshape.run("matmul", a[:, :33], b[:, :17]), 0) - 1, -0.5),
         rtol=1e-5, atol=1e-5)
+
+
+# ---- a leading conv2d: the chain is the conv driver's epilogue program ---------------------
+CONV_SIDES = ("r", "s", "t", "u")
+
+
+@st.composite
+def conv_chains(draw):
+    """Elementwise chains for a conv output: unary ops (attributed ones included) and binary
+    ops with constants or side inputs (either operand order)."""
+    steps = []
+    for _ in range(draw(st.integers(1, 6))):
+        if draw(st.booleans()):
+            u = draw(st.sampled_from(FLOAT_UNARY))
+            steps.append(u[0] if len(u) == 1 else u)
+        else:
+            op = draw(st.sampled_from(FLOAT_BINARY))
+            other = draw(st.sampled_from(CONV_SIDES + (0.5, 2.0, -1.25, 3)))
+            steps.append((op, other, "_") if draw(st.booleans()) else (op, other))
+    return steps
+
+
+@st.composite
+def conv_fuse_cases(draw):
+    """(dtype, conv step, chain, x, w, b, sides, conv attrs): random geometry (strides, pads,
+    dilations, groups, depthwise), sides of the output's shape (any strides), per channel
+    (1, M, 1, 1) / (M, 1, 1), per position (OH, OW) or scalars."""
+    dtype = draw(st.sampled_from(["float32", "float64"]))
+    depthwise = draw(st.booleans())
+    if depthwise:
+        C = draw(st.integers(1, 8))
+        G, M, Cg = C, C * draw(st.sampled_from([1, 1, 2])), 1
+        M = min(M, 8) // G * G or G
+    else:
+        G = draw(st.sampled_from([1, 1, 2]))
+        Cg, Mg = draw(st.integers(1, 4)), draw(st.integers(1, 8 // G))
+        C, M = Cg * G, Mg * G
+    KH, KW = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    sh, sw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    N = draw(st.integers(1, 2))
+    H = draw(st.integers(max(1, (KH - 1) * dh + 1 - pads[0] - pads[2]), 20))
+    W = draw(st.integers(max(1, (KW - 1) * dw + 1 - pads[1] - pads[3]), 24))
+    OH = (H + pads[0] + pads[2] - ((KH - 1) * dh + 1)) // sh + 1
+    OW = (W + pads[1] + pads[3] - ((KW - 1) * dw + 1)) // sw + 1
+    oshape = (N, M, OH, OW)
+    x = draw(testing.views((N, C, H, W), dtype=dtype))
+    x = (x / 4).astype(dtype)
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    w = (rng.standard_normal((M, Cg, KH, KW)) / np.sqrt(Cg * KH * KW)).astype(dtype)
+    b = rng.standard_normal(M).astype(dtype) if draw(st.booleans()) else None
+    sides = {}
+    for name in CONV_SIDES:
+        kind = draw(st.sampled_from(["full", "channel", "channel3", "position", "scalar"]))
+        if kind == "full":
+            sides[name] = draw(testing.views(oshape, dtype=dtype))
+        elif kind == "channel":
+            sides[name] = rng.standard_normal((1, M, 1, 1)).astype(dtype)
+        elif kind == "channel3":
+            sides[name] = rng.standard_normal((M, 1, 1)).astype(dtype)[::-1]
+        elif kind == "position":
+            sides[name] = rng.standard_normal((OW, OH)).astype(dtype).T
+        else:
+            sides[name] = np.asarray(rng.standard_normal(), dtype=dtype)
+    attrs = {"strides": (sh, sw), "pads": pads, "dilations": (dh, dw), "group": G}
+    conv = ("conv2d", dict(attrs, bias="bias") if b is not None else attrs)
+    return dtype, conv, draw(conv_chains()), x, w, b, sides, attrs
+
+
+def _conv_reference(chain, x, w, b, sides, attrs):
+    args = (x, w) if b is None else (x, w, b)
+    return reference(chain, dynshape.run("conv2d", *args, **attrs), sides)
+
+
+@given(conv_fuse_cases(), st.sampled_from([None, 0, 1, 2]))
+@settings(max_examples=80, deadline=None)
+def test_leading_conv2d_matches_conv_then_the_steps(case, forced):
+    """conv2d then the chain, fused, equals dynshape.run("conv2d") then every step one by
+    one, for every static kernel (forced slot: GEMM tiles and direct tiles)."""
+    from dynshape import conv_executor
+    dtype, conv, chain, x, w, b, sides, attrs = case
+    f = dynshape.fuse([conv] + chain)
+    given_ = {k: sides[k] for k in f.prog_sides}
+    if b is not None:
+        given_["bias"] = b
+    conv_executor.forced_slot = forced
+    try:
+        with np.errstate(all="ignore"):
+            n0 = dynshape.config.counters["driver_calls"]
+            got = f(x, w, **given_)
+            assert dynshape.config.counters["driver_calls"] - n0 == 1
+            ref = _conv_reference(chain, x, w, b, sides, attrs)
+    finally:
+        conv_executor.forced_slot = None
+    assert_matches(got, ref, dtype)
+
+
+def test_leading_conv2d_with_residual_and_per_channel_sides():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 6, 19, 23)).astype(np.float32)
+    w = rng.standard_normal((8, 6, 3, 3)).astype(np.float32) / 8
+    b = rng.standard_normal(8).astype(np.float32)
+    r = rng.standard_normal((2, 8, 19, 23)).astype(np.float32)
+    scale = rng.standard_normal((1, 8, 1, 1)).astype(np.float32)
+    f = dynshape.fuse([("conv2d", {"pads": (1, 1, 1, 1), "bias": "b"}), ("add", "res"),
+                       "relu", ("mul", "scale"), ("leaky_relu", {"alpha": 0.1})])
+    assert f.side_names == ("b", "res", "scale")
+    y = f(x, w, b=b, res=r, scale=scale)
+    c = dynshape.run("conv2d", x, w, b, pads=1)
+    ref = np.maximum(c + r, 0) * scale
+    ref = np.where(ref >= 0, ref, np.float32(0.1) * ref)
+    np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-6)
+    out = np.empty_like(y)
+    assert dynshape.run(f, x, w, b, r, scale, out=out) is out        # positional sides
+    np.testing.assert_array_equal(out, y)
+    # out may be a strided view; the residual may be out itself (read before written)
+    base = np.zeros((2, 8, 38, 23), np.float32)
+    view = base[:, :, ::2]
+    view[...] = r
+    f(x, w, b=b, res=view, scale=scale, out=view)
+    np.testing.assert_array_equal(view, y)
+    # the example of the brief: conv2d -> relu -> abs -> exp with strides and dilations
+    g = dynshape.fuse([("conv2d", {"strides": (2, 1), "dilations": 2, "pads": 2}), "relu",
+                       "abs", "exp"])
+    z = g(x, w)
+    c2 = dynshape.run("conv2d", x, w, strides=(2, 1), dilations=2, pads=2)
+    np.testing.assert_allclose(z, np.exp(np.abs(np.maximum(c2, 0))), rtol=2e-6)
+    assert isinstance(dynshape.explain(g, x.shape, w.shape), type(dynshape.explain(
+        "conv2d", x.shape, w.shape, strides=(2, 1), dilations=2, pads=2)))
+    assert g(x[:0], w).shape == (0, 8, 10, 23)
+
+
+@pytest.fixture(scope="module")
+def warm_conv():
+    for dt in ("float32", "float64"):
+        x = np.ones((1, 2, 5, 5), dt)
+        dynshape.fuse(["conv2d", "relu", ("add", "r")])(x, np.ones((2, 2, 3, 3), dt),
+                                                       r=np.ones((1, 2, 1, 1), dt))
+        dynshape.fuse([("conv2d", {"group": 2}), "exp", ("add", "r")])(
+            x, np.ones((2, 1, 1, 1), dt), r=x)
+
+
+@given(conv_fuse_cases())
+@settings(max_examples=25, deadline=None)
+def test_leading_conv2d_never_seen_chains_and_shapes_compile_nothing(warm_conv, case):
+    dtype, conv, chain, x, w, b, sides, attrs = case
+    f = dynshape.fuse([conv] + chain)
+    given_ = {k: sides[k] for k in f.prog_sides}
+    if b is not None:
+        given_["bias"] = b
+    with testing.count_compilations() as c, np.errstate(all="ignore"):
+        f(x, w, **given_)
+    assert c.count == 0, c.functions
+
+
+def test_leading_conv2d_allocates_no_full_size_intermediate():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 8, 64, 64)).astype(np.float32)
+    w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32) / 8
+    r = rng.standard_normal((2, 8, 64, 64)).astype(np.float32)
+    f = dynshape.fuse([("conv2d", {"pads": 1}), ("add", "r"), "relu", "abs", "exp"])
+    out = np.empty_like(r)                                  # 256 KB
+    f(x, w, r=r, out=out)                                   # warm: table cached
+    dynshape.run("conv2d", x, w, pads=1, out=out)
+    tracemalloc.start()
+    try:
+        # the plain conv's peak: its per-thread packing workspace (freed when it returns)
+        dynshape.run("conv2d", x, w, pads=1, out=out)
+        conv_only = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        f(x, w, r=r, out=out)
+        into_out = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        y = f(x, w, r=r)
+        fresh = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        z = dynshape.run("conv2d", x, w, pads=1)
+        for op in ("relu", "abs", "exp"):
+            z = dynshape.run(op, z)
+        unfused = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert into_out < conv_only + out.nbytes / 20           # nothing besides the conv's
+    assert fresh < conv_only + out.nbytes * 1.1             # ... and the result
+    assert unfused >= 2 * out.nbytes
+    np.testing.assert_array_equal(y, out)
+
+
+def test_leading_conv2d_bad_calls():
+    x = np.ones((1, 4, 6, 6), np.float32)
+    w = np.ones((4, 4, 3, 3), np.float32)
+    f = dynshape.fuse([("conv2d", {"pads": 1}), ("add", "r"), "relu"])
+    with pytest.raises(ArgumentError, match="starts with conv2d: call it as f\\(x, w"):
+        f(x)
+    with pytest.raises(ArgumentError, match="missing side input.*r"):
+        f(x, w)
+    with pytest.raises(ShapeError, match="'r' of shape \\(4,\\) does not broadcast to the "
+                                         "conv2d result's shape \\(1, 4, 6, 6\\)"):
+        f(x, w, r=np.ones(4, np.float32))
+    with pytest.raises(ShapeError, match="does not broadcast"):
+        f(x, w, r=np.ones((2, 4, 6, 6), np.float32))          # would grow the output
+    with pytest.raises(DtypeError, match="promote the float32 chain"):
+        f(x, w, r=np.ones((4, 1, 1)))
+    with pytest.raises(DtypeError, match="conv2d"):
+        f(x.astype(np.int32), w.astype(np.int32), r=1)
+    with pytest.raises(ShapeError, match="conv2d: w has 4 input channels per group"):
+        dynshape.fuse([("conv2d", {"group": 2}), "relu"])(x, w)
+    g = dynshape.fuse([("conv2d", {"bias": "b"}), "relu"])
+    with pytest.raises(ShapeError, match="b must have shape \\(4,\\)"):
+        g(x, w, b=np.ones(3, np.float32))
+
+
+def test_leading_gemm_runs_the_chain_as_its_epilogue():
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((40, 30))
+    b = rng.standard_normal((25, 30))
+    c = rng.standard_normal(25)
+    s = rng.standard_normal((40, 1))
+    f = dynshape.fuse([("gemm", {"transB": 1, "alpha": 0.5, "beta": 2.0, "C": "c"}), "relu",
+                       ("sub", "s", "_"), "tanh"])
+    assert f.side_names == ("c", "s")
+    y = f(a, b, c=c, s=s)
+    np.testing.assert_allclose(y, np.tanh(s - np.maximum(0.5 * a @ b.T + 2 * c, 0)),
+                               rtol=1e-12, atol=1e-12)
+    g = dynshape.fuse([("gemm", {"transA": 1}), "exp"])
+    np.testing.assert_allclose(g(a.T, b.T), np.exp(a @ b.T), rtol=1e-12)

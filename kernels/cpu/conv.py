@@ -18,18 +18,19 @@ Every slot runs every geometry; the planner (``dynshape.conv_executor``) picks o
 by a cost model. ``conv_driver`` runs a whole parameter table (layout in ``conv_layout``) in
 ONE call: ``prange`` over threads, entries dealt out cyclically (entry t to thread
 t % threads), each thread with its own packed buffers; every entry ends in the epilogue slot
-(``conv_epilogue.finish_channel``: bias, residual, activation). It is compiled once per
-dtype (``drivers.get("conv", dtype)``).
+(``conv_epilogue``: bias, residual, activation, then the step program of a fused sequence,
+if any, over the whole tile). It is compiled once per dtype (``drivers.get("conv", dtype)``).
 
 Accuracy: each output is a sum of K products accumulated in the input dtype (float32 FMAs
 in float32, blocked by KC and by vector lanes); the error is bounded by about
 ``K * eps * sum|x||w|`` and in practice far below it: tests hold float32 results to
 ``1e-4 * sum|x||w|`` (+ |bias| + |residual|) and float64 to ``1e-12`` of that scale.
 """
+import numpy as np
 from numba import njit, prange, types
 
 from .conv_direct import direct_sizes, direct_tile
-from .conv_epilogue import finish_channel
+from .conv_epilogue import finish_channel, prepare_channel, store_channel, tile_steps
 from .conv_layout import (CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB, CV_HASR,
                           CV_IDBASE, CV_KH, CV_KW, CV_MG, CV_N, CV_NTH, CV_OH, CV_OW,
                           CV_ROFF, CV_RSC, CV_RSH, CV_RSN, CV_RSW, CV_SH, CV_SW, CV_W,
@@ -39,6 +40,7 @@ from .conv_layout import (CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB, CV
 from .conv_window import pack_window
 from .gemm import _aligned_empty, _kc_block, _slot_cfg_stub, _uk0, _uk1, pack_a
 from .gemm_ukernel import load_at
+from .steps import MAX_SIDES
 
 #: (max output channels, max output positions, unused) per slot, for every dtype
 CONV_TILES = ((192, 512, 0), (48, 192, 0), (8, 2048, 0))
@@ -64,7 +66,7 @@ def _uk(slot, kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc):
 
 @njit(cache=True)
 def gemm_tile(slot, x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0, iw0,
-              ws_a, ws_b, ws_c, ldc, code, a0, a1):
+              ws_a, ws_b, ws_c, ldc, code, a0, a1, prog, pattrs, sides, cgeo, lgeo):
     """One implicit-GEMM tile: output channels ``g*MG + m0 .. +mv`` at the ``vh x vw``
     positions from (oh0, ow0) of image n, all of K, then the epilogue per channel.
     ``ws_c`` holds ``ceil(mv/MR)*MR`` accumulator rows of pitch ``ldc >= ceil(vh*vw/NR)*NR``;
@@ -99,6 +101,7 @@ def gemm_tile(slot, x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0
     has_b = common[CV_HASB] != 0
     has_r = common[CV_HASR] != 0
     zero = ws_c.dtype.type(0)
+    steps = prog.shape[0] > 0
     for i in range(mv):
         m = mg + i
         bval = load_at(b, common[CV_BOFF] + m * common[CV_BS]) if has_b else zero
@@ -106,9 +109,20 @@ def gemm_tile(slot, x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0
               + oh0 * common[CV_YSH] + ow0 * common[CV_YSW])
         ro = (common[CV_ROFF] + n * common[CV_RSN] + m * common[CV_RSC]
               + oh0 * common[CV_RSH] + ow0 * common[CV_RSW])
-        finish_channel(ws_c, i * ldc, vh, vw, vw, y, yo, common[CV_YSH], common[CV_YSW],
-                       has_b, bval, has_r, res, ro, common[CV_RSH], common[CV_RSW], code,
-                       a0, a1)
+        if steps:
+            prepare_channel(ws_c, i * ldc, vh, vw, vw, has_b, bval, has_r, res, ro,
+                            common[CV_RSH], common[CV_RSW], code, a0, a1)
+        else:
+            finish_channel(ws_c, i * ldc, vh, vw, vw, y, yo, common[CV_YSH], common[CV_YSW],
+                           has_b, bval, has_r, res, ro, common[CV_RSH], common[CV_RSW], code,
+                           a0, a1)
+    if steps:       # the fused sequence's program over the whole tile, then the stores
+        tile_steps(ws_c, 0, ldc, mv, vh, vw, vw, prog, pattrs, sides, cgeo, lgeo, n, mg, oh0,
+                   ow0)
+        for i in range(mv):
+            yo = (common[CV_YOFF] + n * common[CV_YSN] + (mg + i) * common[CV_YSC]
+                  + oh0 * common[CV_YSH] + ow0 * common[CV_YSW])
+            store_channel(ws_c, i * ldc, vh, vw, vw, y, yo, common[CV_YSH], common[CV_YSW])
 
 
 @njit(cache=True)
@@ -119,7 +133,7 @@ def _clip(start, count, size):
     return min(count, size - start)
 
 
-def conv_driver(x, w, b, res, y, common, entries, fattrs):
+def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, cgeo):
     """Run every entry of a conv2d parameter table (one call per operator).
 
     For each entry (layout in ``conv_layout``), with its counts clipped to the real shape,
@@ -135,6 +149,14 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs):
     y must not overlap x, w or the bias; the residual is y itself (same offsets and
     strides) or disjoint from it. ``fattrs`` = the activation's two attributes.
     Entries must not write an output element twice (the runtime's tables do not).
+
+    Epilogue program (fused sequences led by a conv2d): after the activation, the step
+    program ``prog`` (``steps.apply_steps``, attributes ``pattrs``) runs on every output
+    channel of every tile before it is stored; side input s (``sides[s]``, a 1-D array of
+    y's dtype; unused ones are dummies) is read at ``cgeo[s] = (offset, n stride, channel
+    stride, row stride, column stride)``, see ``conv_epilogue``. Sides must not overlap y and
+    every index they are read at must be in bounds (the runtime checks shapes). An empty
+    ``prog`` (shape (0, 4)) is the plain conv2d.
     """
     ne = entries.shape[0]
     nth = max(1, min(common[CV_NTH], ne))
@@ -169,20 +191,23 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs):
             rows = max(rows, mp)
     sc = max(sc, rows * ldc)
     if nth == 1:    # small problems (the planner's choice): no thread-pool launch
-        _thread_entries(0, 1, x, w, b, res, y, common, entries, sa, sb, sc, ldc, code, a0, a1)
+        _thread_entries(0, 1, x, w, b, res, y, common, entries, sa, sb, sc, ldc, code, a0, a1,
+                        prog, pattrs, sides, cgeo)
     else:
         for th in prange(nth):
             _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, code,
-                            a0, a1)
+                            a0, a1, prog, pattrs, sides, cgeo)
 
 
 @njit(cache=True)
-def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, code, a0, a1):
+def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, code, a0, a1,
+                    prog, pattrs, sides, cgeo):
     """Entries th, th + nth, ... (cyclic: clipped tail tiles spread over the threads), with
     this thread's workspace."""
     ws_a = _aligned_empty(sa, y)
     ws_b = _aligned_empty(sb, y)
     ws_c = _aligned_empty(sc, y)
+    lgeo = np.zeros((MAX_SIDES, 4), np.int64)
     base = common[CV_IDBASE]
     N = common[CV_N]
     Mg = common[CV_MG]
@@ -203,19 +228,21 @@ def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, 
         slot = entries[t, T_KID] - base
         if slot == DIRECT_SLOT:
             direct_tile(x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw,
-                        entries[t, T_IH0], entries[t, T_IW0], ws_b, ws_c, code, a0, a1)
+                        entries[t, T_IH0], entries[t, T_IW0], ws_b, ws_c, code, a0, a1,
+                        prog, pattrs, sides, cgeo, lgeo)
         else:
             gemm_tile(slot, x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw,
                       entries[t, T_IH0], entries[t, T_IW0], ws_a, ws_b, ws_c, ldc, code,
-                      a0, a1)
+                      a0, a1, prog, pattrs, sides, cgeo, lgeo)
 
 
 def _signature(dtype):
     ro = types.Array(getattr(types, dtype), 1, "C", readonly=True)
     rw = types.Array(getattr(types, dtype), 1, "C")
-    return (ro, ro, ro, ro, rw, types.Array(types.int64, 1, "C", readonly=True),
-            types.Array(types.int64, 2, "C", readonly=True),
-            types.Array(types.float64, 1, "C", readonly=True))
+    tab = types.Array(types.int64, 2, "C", readonly=True)
+    return (ro, ro, ro, ro, rw, types.Array(types.int64, 1, "C", readonly=True), tab,
+            types.Array(types.float64, 1, "C", readonly=True),
+            tab, ro, types.UniTuple(ro, MAX_SIDES), tab)
 
 
 def _register():

@@ -9,11 +9,12 @@ of the tile's output channels with branch-free loops vectorized along the output
 With unit strides the accumulator rows have the buffer's pitch, so one tap is ONE long loop
 over all the tile's rows (the few columns past ``vw`` of each row are computed and dropped);
 three horizontally adjacent taps are fused into one pass. The epilogue (bias, residual,
-activation) runs per stored row; the accumulators start at the bias.
+activation per channel, then a fused sequence's step program over the tile) runs before the
+store; the accumulators start at the bias.
 """
 from numba import njit
 
-from .conv_epilogue import finish_channel
+from .conv_epilogue import finish_channel, prepare_channel, store_channel, tile_steps
 from .conv_layout import (CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB, CV_HASR, CV_KH,
                           CV_KW, CV_MG, CV_ROFF, CV_RSC, CV_RSH, CV_RSN, CV_RSW, CV_SH, CV_SW,
                           CV_W, CV_XOFF, CV_XSC, CV_XSH, CV_XSN, CV_XSW, CV_YOFF, CV_YSC,
@@ -101,10 +102,11 @@ def _add_taps(acc, a0_, buf, w, wr, vh, vw, Wp, pitch, KH, KW, sh, sw, dh, dw):
 
 @njit(cache=True)
 def direct_tile(x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0, iw0,
-                buf, acc, code, a0, a1):
+                buf, acc, code, a0, a1, prog, pattrs, sides, cgeo, lgeo):
     """Output channels ``m0 .. m0+mv`` of group ``g`` (index inside the group), rows
     ``oh0 .. oh0+vh``, columns ``ow0 .. ow0+vw`` of image ``n``. ``buf`` and ``acc`` hold
-    at least the sizes of ``direct_sizes``. Arguments as in ``conv.conv_driver``."""
+    at least the sizes of ``direct_sizes``. Arguments as in ``conv.conv_driver``; ``lgeo``
+    is the per-thread scratch of the epilogue's step program."""
     KH = common[CV_KH]
     KW = common[CV_KW]
     Cg = common[CV_CG]
@@ -129,12 +131,25 @@ def direct_tile(x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0, iw
         for i in range(mv):
             _add_taps(acc, i * vh * pitch, buf, w, ((mfirst + i) * Cg + c) * KH * KW,
                       vh, vw, Wp, pitch, KH, KW, sh, sw, dh, dw)
+    steps = prog.shape[0] > 0
     for i in range(mv):
         m = mfirst + i
         yo = (common[CV_YOFF] + n * common[CV_YSN] + m * common[CV_YSC]
               + oh0 * common[CV_YSH] + ow0 * common[CV_YSW])
         ro = (common[CV_ROFF] + n * common[CV_RSN] + m * common[CV_RSC]
               + oh0 * common[CV_RSH] + ow0 * common[CV_RSW])
-        finish_channel(acc, i * vh * pitch, vh, vw, pitch, y, yo, common[CV_YSH],
-                       common[CV_YSW], False, zero, has_r, res, ro, common[CV_RSH],
-                       common[CV_RSW], code, a0, a1)
+        if steps:
+            prepare_channel(acc, i * vh * pitch, vh, vw, pitch, False, zero, has_r, res, ro,
+                            common[CV_RSH], common[CV_RSW], code, a0, a1)
+        else:
+            finish_channel(acc, i * vh * pitch, vh, vw, pitch, y, yo, common[CV_YSH],
+                           common[CV_YSW], False, zero, has_r, res, ro, common[CV_RSH],
+                           common[CV_RSW], code, a0, a1)
+    if steps:       # the fused sequence's program over the whole tile, then the stores
+        tile_steps(acc, 0, vh * pitch, mv, vh, vw, pitch, prog, pattrs, sides, cgeo, lgeo, n,
+                   mfirst, oh0, ow0)
+        for i in range(mv):
+            yo = (common[CV_YOFF] + n * common[CV_YSN] + (mfirst + i) * common[CV_YSC]
+                  + oh0 * common[CV_YSH] + ow0 * common[CV_YSW])
+            store_channel(acc, i * vh * pitch, vh, vw, pitch, y, yo, common[CV_YSH],
+                          common[CV_YSW])
