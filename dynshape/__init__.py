@@ -75,19 +75,23 @@ def wait_optimized():
 
 
 def warm(families=None, dtypes=None):
-    """Load (from Numba's on-disk cache) or compile the drivers of ``families`` (default: all)
-    for the data ``dtypes`` (default: all they support), so that no later call compiles."""
+    """Load (from Numba's on-disk cache or the active kernel package) or compile the drivers
+    of ``families`` (default: all, the fused-sequence driver included) for the data
+    ``dtypes`` (default: all they support), so that no later call compiles."""
     import numpy as np
     from dynshape_kernels import drivers
-    for fam in families or list(CATALOG.families):
-        if fam not in CATALOG.families:
-            raise ValueError(f"unknown kernel family {fam!r}; known: "
-                             f"{', '.join(CATALOG.families)}")
-        spec = CATALOG.families[fam]
-        for dt in (dtypes or spec.dtypes):
+    known = list(CATALOG.families) + [f for f in drivers.registered()
+                                      if f not in CATALOG.families
+                                      and drivers.declared_dtypes(f) is not None]
+    for fam in families or known:
+        if fam not in known:
+            raise ValueError(f"unknown kernel family {fam!r}; known: {', '.join(known)}")
+        accepted = (CATALOG.families[fam].dtypes if fam in CATALOG.families
+                    else drivers.declared_dtypes(fam))
+        for dt in (dtypes or accepted):
             if fam == "copy":      # copies move bytes: one driver per item size
                 dt = f"uint{8 * np.dtype(dt).itemsize}"
-            if dt in spec.dtypes:
+            if dt in accepted:
                 drivers.get(fam, dt)
 
 

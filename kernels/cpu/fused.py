@@ -428,9 +428,13 @@ def _signature(dtype):
             arr(dtype, True), i64_1d, types.UniTuple(arr(dtype, True), MAX_SIDES))
 
 
+#: dtypes of the fused driver (the family has no catalog entry: its steps are catalog kernels)
+FUSED_DTYPES = ("float32", "float64", "int32", "int64")
+
+
 def _register():
     from .. import drivers
-    drivers.register("fused", fused_driver, _signature)
+    drivers.register("fused", fused_driver, _signature, dtypes=FUSED_DTYPES)
 
 
 _register()
