@@ -29,31 +29,23 @@ from .errors import TableFormatError
 from .executor import via_temporary_out
 from .layout import broadcast_strides, element_strides, flat_view, same_view
 from .matmul_combination import combine
+from .param_table import TABLE_CLASSES, ParamTable
 
 TARGET = "cpu"
 QUANTA = CATALOG.families["matmul"].quanta   # (M and N buckets); K and batch use 16 and 1
 
 
-class MatmulTable:
+class MatmulTable(ParamTable):
     """Output tiles ``(slot, m0, n0, tm, tn, batch)`` (int64 entries) for every problem of a
     bucket: ``bucket`` = ((lo, hi] of M, N, K, batch count); ``shape`` = the (M, N, K, batch)
-    it was built for (the bucket's upper ends)."""
+    it was built for (the bucket's upper ends). A ParamTable: saved, loaded and checked like
+    every table (no common area: a call's sizes, strides and batch offsets are arguments)."""
 
-    family = "matmul"
-    op = "matmul"
-
-    def __init__(self, dtype, bucket, shape, comb, catalog_hash=CATALOG.hash):
-        self.dtype = dtype
-        self.target = TARGET
-        self.catalog_hash = catalog_hash
-        self.bucket = bucket
-        self.shape = shape
-        self.entries = np.ascontiguousarray(comb.entries, dtype=np.int64)
-        self.entries.flags.writeable = False
-        self.variant = comb.variant
-        self.cost = comb.cost
-        self.description = comb.description
-        self.id_base = CATALOG.family_base("matmul", dtype)
+    @classmethod
+    def of(cls, dtype, bucket, shape, comb):
+        return cls("matmul", "matmul", dtype, TARGET, CATALOG.hash, bucket, comb.entries,
+                   np.zeros(0, np.int64), 3, CATALOG.family_base("matmul", dtype), 0,
+                   comb.variant, comb.cost, comb.description, shape)
 
     def __len__(self):
         return len(self.entries)
@@ -61,13 +53,21 @@ class MatmulTable:
     def kernel_ids(self):
         return self.id_base + self.entries[:, 0]
 
-    def validate(self):
+    def validate(self, catalog=CATALOG):
         """Raise TableFormatError unless every row names a slot of the catalog, fits its
         macro tile and lies inside the built shape, and no output element is listed twice."""
         e = self.entries
         if e.ndim != 2 or e.shape[1] != TABLE_COLS:
             raise TableFormatError(f"matmul table: entries must be (E, {TABLE_COLS}), got "
                                    f"{e.shape}")
+        if self.dtype not in catalog.families["matmul"].dtypes or \
+                self.id_base != catalog.family_base("matmul", self.dtype):
+            raise TableFormatError(f"matmul table: no matmul kernels for {self.dtype} at id "
+                                   f"{self.id_base} in the catalog")
+        if self.shape is None or len(self.shape) != 4 or len(self.bucket) != 4 or any(
+                not lo <= s <= hi for s, (lo, hi) in zip(self.shape, self.bucket)):
+            raise TableFormatError(f"matmul table: shape {self.shape} is not in its bucket "
+                                   f"{self.bucket}")
         M, N, _, nb = self.shape
         if len(e) == 0:
             return
@@ -81,14 +81,21 @@ class MatmulTable:
         if ((e[:, 1] < 0) | (e[:, 2] < 0) | (e[:, 5] < 0) | (e[:, 1] >= M) | (e[:, 2] >= N)
                 | (e[:, 5] >= nb)).any():
             raise TableFormatError("matmul table: a tile starts outside the built shape")
-        cover = np.zeros((nb, M, N), np.int32)
-        for s, m0, n0, tm, tn, b in e:
-            cover[b, m0:m0 + tm, n0:n0 + tn] += 1
-        if (cover != 1).any():
+        # exactly-once coverage of every batch's M x N: the tiles form a grid whose row
+        # and column intervals partition [0, M) and [0, N), each cell listed once
+        rows = np.unique(e[:, [1, 3]], axis=0)
+        cols = np.unique(e[:, [2, 4]], axis=0)
+        for iv, size in ((rows, M), (cols, N)):
+            ends = iv[:, 0] + iv[:, 1]
+            if iv[0, 0] != 0 or ends[-1] != size or (iv[1:, 0] != ends[:-1]).any():
+                raise TableFormatError("matmul table: the tiles do not cover the output "
+                                       "exactly once")
+        cells = np.unique(e[:, [1, 2, 5]], axis=0)
+        if len(cells) != len(e) or len(e) != len(rows) * len(cols) * nb:
             raise TableFormatError("matmul table: the tiles do not cover the output exactly "
                                    "once")
 
-    def describe(self, limit=20):
+    def describe(self, catalog=None, limit=20):
         (ml, mh), (nl, nh), (kl, kh), (bl, bh) = self.bucket
         rows = [f"ParamTable matmul/{self.dtype} on {self.target} ({self.variant}), catalog "
                 f"{self.catalog_hash}",
@@ -110,6 +117,9 @@ class MatmulTable:
         return f"<MatmulTable {self.dtype} {self.variant} {len(self)} tiles {self.description}>"
 
 
+TABLE_CLASSES["matmul"] = MatmulTable
+
+
 def _buckets(M, N, K, nb):
     return (bucket(M, QUANTA[0]), bucket(N, QUANTA[1]), bucket(K, 16), bucket(nb, 1))
 
@@ -128,13 +138,15 @@ def build_table(key, variant):
     _, dtype, _, nthreads, (a_k_contig, b_n_contig), bk = key
     shape = tuple(hi for _, hi in bk)
     comb = combine(*shape, dtype, a_k_contig, b_n_contig, nthreads, variant)
-    return MatmulTable(dtype, bk, shape, comb)
+    return MatmulTable.of(dtype, bk, shape, comb)
 
 
 def lookup(key):
-    """The cached table of ``key`` (policies, background optimization and ``last_table`` as
-    for every family; matmul tables live in memory only: they are cheap to build)."""
-    return config.cache.get_or_build(key, lambda variant: build_table(key, variant))
+    """The cached (or saved) table of ``key``: policies, background optimization, table
+    directory and ``last_table`` as for every family."""
+    return config.cache.get_or_build(key, lambda variant: build_table(key, variant),
+                                     expect={"family": "matmul", "dtype": key[1],
+                                             "bucket": key[5]})
 
 
 def _batch_offsets(batch, x, base):

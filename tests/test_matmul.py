@@ -294,3 +294,36 @@ def test_epilogue_step_program(dt):
     ref = col * np.exp(-(a.astype(np.float64) @ b + row))
     tol = 1e-4 if dt == np.float32 else 1e-11
     np.testing.assert_allclose(y, ref, rtol=tol, atol=tol)
+
+
+def test_matmul_tables_persist_and_load(tmp_path):
+    """warmup saves the optimized matmul table; after clearing the cache it is loaded (a
+    MatmulTable, same entries), and a tampered file is refused and rebuilt."""
+    import glob
+    import warnings
+    dynshape.set_table_dir(str(tmp_path))
+    try:
+        t = dynshape.warmup("matmul", (300, 129), (129, 517))
+        assert isinstance(t, MatmulTable) and t.variant == "optimized"
+        files = glob.glob(str(tmp_path / "*" / "*.npz"))
+        assert len(files) == 1
+        dynshape.clear_cache()
+        loaded = dynshape.cache_stats()["tables_loaded"]
+        t2 = dynshape.warmup("matmul", (300, 129), (129, 517))
+        assert dynshape.cache_stats()["tables_loaded"] == loaded + 1
+        assert isinstance(t2, MatmulTable)
+        np.testing.assert_array_equal(t2.entries, t.entries)
+        # a table whose tiles overlap is refused on load (checksum rewritten to match)
+        bad = MatmulTable.load(files[0])
+        e = bad.entries.copy()
+        e[-1, 1] = 0
+        bad.entries = e
+        bad.save(files[0])
+        dynshape.clear_cache()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            t3 = dynshape.warmup("matmul", (300, 129), (129, 517))
+        assert any("exactly once" in str(x.message) or "outside" in str(x.message) for x in w)
+        np.testing.assert_array_equal(t3.entries, t.entries)
+    finally:
+        dynshape.set_table_dir(None)
