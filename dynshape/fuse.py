@@ -58,7 +58,7 @@ import numbers
 import numpy as np
 from dynshape_kernels import drivers
 from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.common_area import E_ANCH0, E_ANCH1, E_OFF0, E_OFF1, MAX_RANK
+from dynshape_kernels.common_area import E_ANCH0, E_ANCH1, E_OFF0, E_OFF1
 from dynshape_kernels.cpu import fused as kfused
 from dynshape_kernels.cpu.reduce import REDUCE_OPS
 from dynshape_kernels.cpu.rowwise import ROWWISE_OPS
@@ -71,8 +71,8 @@ from . import config, dispatcher, ops
 from .bucket import bucket
 from .combination import _uniform_entries
 from .errors import ArgumentError, DtypeError, OpAttributeError, ShapeError, UnknownOpError
-from .layout import (Plane, broadcast_strides, check_outer, coalesce, element_strides,
-                     flat_view, plane, same_view)
+from .layout import (broadcast_strides, check_outer, coalesce, element_strides, flat_view,
+                     plane, plane_of_coalesced, same_view)
 from .ops import as_array, check_out, is_planning, new_output
 
 RUNNING = "_"
@@ -838,18 +838,8 @@ def _plane_keep_last(shape, strides):
     """Coalesce all but the last axis; the last one is the plane's columns (whole rows)."""
     lead, lstr = coalesce(shape[:-1], [st[:-1] for st in strides])
     cshape = list(lead) + [shape[-1]]
-    cstr = [ls + [st[-1]] for ls, st in zip(lstr, strides)]
-    rank = len(cshape)
-    if rank > MAX_RANK:
-        raise ShapeError(f"after merging contiguous dimensions the iteration space still has "
-                         f"rank {rank}; at most {MAX_RANK} non-mergeable dimensions are "
-                         f"supported")
-    while len(cshape) < 2:
-        cshape.insert(0, 1)
-        for cs in cstr:
-            cs.insert(0, 0)
-    return Plane(tuple(cshape[:-2]), cshape[-2], cshape[-1],
-                 tuple(tuple(cs) for cs in cstr), rank)
+    cstr = [list(ls) + [st[-1]] for ls, st in zip(lstr, strides)]
+    return plane_of_coalesced(cshape, cstr)
 
 
 def _tile(prog, p, b0, b1):

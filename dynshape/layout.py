@@ -71,6 +71,12 @@ class Plane:
 def plane(shape, strides_list):
     """Coalesce and split into outer dims and an inner (rows, columns) plane."""
     cshape, cstr = coalesce(shape, strides_list)
+    return plane_of_coalesced(list(cshape), [list(cs) for cs in cstr])
+
+
+def plane_of_coalesced(cshape, cstr):
+    """The Plane of an already coalesced shape and per-operand strides (lists, extended in
+    place to rank 2)."""
     rank = len(cshape)
     if rank > MAX_RANK:
         raise ShapeError(
