@@ -9,7 +9,7 @@ The op is a fused chain ``gelu(x + bias)`` when ``dynshape.fuse`` exists (torch:
 Numba's target set-up, package verification, first call) is a small part; the split is
 printed. torch.compile runs have no "numba" column (0).
 
-    NUMBA_CACHE_DIR=/tmp/nbcache_bench python bench/bench_first_start.py
+    python bench/bench_first_start.py
     python bench/bench_first_start.py --no-cold --no-torch     # package and warm cache only
 
 Timings are wall-clock on a possibly shared machine: indicative only.

@@ -13,7 +13,7 @@ the OpenMP fork/join from the kernel work. ``--cprofile N`` prints a cProfile of
 import os
 import sys
 
-os.environ.setdefault("NUMBA_CACHE_DIR", "/tmp/nbcache_bench")
+
 if "--no-bind" not in sys.argv:          # same OpenMP binding as bench.run_core
     os.environ.setdefault("OMP_PROC_BIND", "true")
     os.environ.setdefault("OMP_PLACES", "cores")

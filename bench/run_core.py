@@ -12,7 +12,7 @@ breakdown), and the issue's targets, met or missed. Results go to bench/results/
 import os
 import sys
 
-os.environ.setdefault("NUMBA_CACHE_DIR", "/tmp/nbcache_bench")
+
 # Bind OpenMP threads (Numba's omp layer and PyTorch) one per core before either runtime
 # starts. On a loaded 2-core machine an unbound worker can land on the core where the
 # spinning master waits for it, and every parallel region then waits for a scheduler tick
@@ -637,15 +637,19 @@ def main(argv=None):
         cases.torch.set_num_threads(THREADS)
     P = Printer()
     info = machine_info()
-    log("warming dynshape kernels (loads them from the Numba cache; compiles on a cold cache)...")
+    from dynshape.warming import cache_location
+    log(f"warming dynshape kernels from {cache_location()} (drivers missing there are "
+        f"compiled now, and said so):")
     t = perf()
     warm_errors = {}
+    compiled = 0
     for fam in dynshape.CATALOG.families:
         try:
-            dynshape.warm([fam])
+            compiled += sum(1 for d in dynshape.warm([fam], progress=sys.stderr) if d[3])
         except Exception as exc:
             warm_errors[fam] = f"{type(exc).__name__}: {exc}"
     info["warm_s"] = perf() - t
+    info["drivers_compiled"] = compiled
     if warm_errors:
         info["warm_errors"] = warm_errors
     import numba

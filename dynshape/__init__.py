@@ -20,7 +20,8 @@ from dynshape_kernels.tail_mode import TailMode
 
 from . import config, ops
 from .dispatcher import explain, run
-from .errors import (ArgumentError, DtypeError, DynshapeError, OpAttributeError, ShapeError,
+from .errors import (ArgumentError, DomainError, DtypeError, DynshapeError, EmptyReductionError,
+                     MissingExtraError, OpAttributeError, OutputError, SettingError, ShapeError,
                      TableFormatError, UnknownOpError)
 from .ops import elementwise as _elementwise  # noqa: F401  (registers the ops)
 from .ops import reduction as _reduction  # noqa: F401  (registers the ops)
@@ -35,19 +36,29 @@ from .param_table import ParamTable
 from .fuse import Fused, FusedTable, fuse
 from .picture import plot_table, tile_rectangles
 from .table_store import TableStoreWarning
+from .warming import warm
 
 __all__ = ["load_package", "unload_package", "PackageError", "PackageWarning"]
 __all__ += ["run", "explain", "known_ops", "cache_stats", "clear_cache", "set_policy",
             "wait_optimized", "warm", "ParamTable", "TailMode", "CATALOG", "DynshapeError",
             "UnknownOpError", "DtypeError", "ShapeError", "OpAttributeError",
-            "TableFormatError", "ArgumentError"]
+            "TableFormatError", "ArgumentError", "OutputError", "EmptyReductionError",
+            "DomainError", "SettingError", "MissingExtraError", "describe_ops",
+            "set_cache_limit"]
 __all__ += ["fuse", "Fused", "FusedTable"]
 __all__ += ["warmup", "set_table_dir", "table_dir", "last_table", "plot_table",
             "tile_rectangles", "TableStoreWarning"]
 
 
 def known_ops():
+    """The names of all ops ``run`` accepts, sorted."""
     return ops.known()
+
+
+def describe_ops():
+    """One dict per op: ``name``, ``family``, ``dtypes`` (accepted input dtypes) and
+    ``attributes`` (name -> default), sorted by family and name."""
+    return ops.describe()
 
 
 def cache_stats():
@@ -66,33 +77,15 @@ def set_policy(policy):
 
 
 def set_cache_limit(max_tables):
-    config.cache.max_tables = int(max_tables)
+    """Keep at most ``max_tables`` parameter tables in memory (least recently used go first)."""
+    if isinstance(max_tables, bool) or not isinstance(max_tables, int) or max_tables < 1:
+        raise SettingError(f"cache limit must be a whole number >= 1, got {max_tables!r}")
+    config.cache.max_tables = max_tables
 
 
 def wait_optimized():
     """Block until background optimizations are swapped into the cache."""
     config.cache.wait()
-
-
-def warm(families=None, dtypes=None):
-    """Load (from Numba's on-disk cache or the active kernel package) or compile the drivers
-    of ``families`` (default: all, the fused-sequence driver included) for the data
-    ``dtypes`` (default: all they support), so that no later call compiles."""
-    import numpy as np
-    from dynshape_kernels import drivers
-    known = list(CATALOG.families) + [f for f in drivers.registered()
-                                      if f not in CATALOG.families
-                                      and drivers.declared_dtypes(f) is not None]
-    for fam in families or known:
-        if fam not in known:
-            raise ValueError(f"unknown kernel family {fam!r}; known: {', '.join(known)}")
-        accepted = (CATALOG.families[fam].dtypes if fam in CATALOG.families
-                    else drivers.declared_dtypes(fam))
-        for dt in (dtypes or accepted):
-            if fam == "copy":      # copies move bytes: one driver per item size
-                dt = f"uint{8 * np.dtype(dt).itemsize}"
-            if dt in accepted:
-                drivers.get(fam, dt)
 
 
 # ---- persisted tables, warm-up, the table a call used ------------------------------------

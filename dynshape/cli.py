@@ -1,6 +1,14 @@
-"""Command line: ``dynshape demo | explain OP SHAPE... | catalog | warm | pregenerate``."""
+"""The dynshape command line: run the demo, list ops and kernels, explain the parameter table
+of a call, load or compile kernels, and build kernel packages.
+
+Every error on bad input is printed as one line ("dynshape: ...") with exit status 2.
+"""
 import argparse
 import sys
+
+DESCRIPTION = """Neural-network operators on tensors of any shape from precompiled static
+kernels, with no compilation at run time. Try: dynshape demo; dynshape ops; dynshape explain
+relu 517x1531 --png."""
 
 
 def _shape(text):
@@ -11,22 +19,37 @@ def _shape(text):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="dynshape", description=__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("demo", help="run several ops over never-seen shapes")
-    ex = sub.add_parser("explain", help="print the parameter table a call would use")
-    ex.add_argument("op")
+    ap = argparse.ArgumentParser(prog="dynshape", description=DESCRIPTION)
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    sub.add_parser("demo", help="run several ops over never-seen shapes, checked against NumPy",
+                   description="Run several ops over never-seen shapes, check them against "
+                               "NumPy, and show the tables used and the compilations (none).")
+    o = sub.add_parser("ops", help="list the ops with their family, dtypes and attributes",
+                       description="List every op dynshape.run accepts: its kernel family, "
+                                   "the input dtypes it accepts and its attributes (defaults).")
+    o.add_argument("--family", action="append", metavar="FAMILY",
+                   help="only this family (repeat for several)")
+    ex = sub.add_parser("explain", help="print the parameter table a call would use",
+                        description="Print the parameter table dynshape.run would use for "
+                                    "an op on inputs of the given shapes (nothing computed).")
+    ex.add_argument("op", help="an op name (see: dynshape ops)")
     ex.add_argument("shapes", nargs="+", type=_shape, help="one shape per input, e.g. 517x1531")
-    ex.add_argument("--dtype", default="float32")
+    ex.add_argument("--dtype", default="float32", help="input dtype (default: float32)")
     ex.add_argument("--optimized", action="store_true", help="the optimized combination")
     ex.add_argument("--limit", type=int, default=20, help="entries to print")
     ex.add_argument("--png", nargs="?", const="", metavar="FILE",
                     help="also save a picture of the tiles (default file: "
                          "OP_SHAPE_tiles.png); needs the plot extra (matplotlib)")
-    sub.add_parser("catalog", help="list the static kernel families")
-    w = sub.add_parser("warm", help="load or compile the kernels now")
-    w.add_argument("--family", action="append")
-    w.add_argument("--dtype", action="append")
+    sub.add_parser("catalog", help="list the static kernel families and compiled drivers",
+                   description="List the static kernel families of the catalog (ops, dtypes, "
+                               "tile shapes) and the drivers that run them.")
+    w = sub.add_parser("warm", help="load or compile the kernels now",
+                       description="Load the drivers from the kernel package or Numba's "
+                                   "cache, compiling those missing, with progress.")
+    w.add_argument("--family", action="append", metavar="FAMILY",
+                   help="kernel family (repeat; default: all; see: dynshape catalog)")
+    w.add_argument("--dtype", action="append", metavar="DTYPE",
+                   help="dtype (repeat; default: each family's)")
     pg = sub.add_parser("pregenerate", help="build a kernel package: drivers compiled ahead "
                         "of time, loaded later with dynshape.load_package or DYNSHAPE_PACKAGE")
     pg.add_argument("--out", required=True, help="the package directory to create")
@@ -42,6 +65,17 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     import dynshape
+    try:
+        return _dispatch(args, dynshape)
+    except dynshape.DynshapeError as exc:
+        print(f"dynshape: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:         # output piped into head, say: not an error
+        sys.stderr.close()
+        return 0
+
+
+def _dispatch(args, dynshape):
     if args.cmd == "pregenerate":
         from .pregenerate import TARGETS, build
         try:
@@ -65,13 +99,41 @@ def main(argv=None):
         print("empty result: no kernel call" if t is None else t.describe(limit=args.limit))
         if args.png is not None and t is not None:
             return _save_picture(t, args)
+    elif args.cmd == "ops":
+        _print_ops(dynshape, args.family)
     elif args.cmd == "catalog":
-        print(dynshape.CATALOG.describe())
+        _print_catalog(dynshape)
     elif args.cmd == "warm":
-        dynshape.warm(args.family, args.dtype)
-        from dynshape_kernels import drivers
-        print("loaded:", ", ".join(f"{f}/{d}" for f, d in drivers.loaded()))
+        done = dynshape.warm(args.family, args.dtype, progress=sys.stdout)
+        print(f"ready: {len(done)} drivers ({sum(1 for d in done if d[3])} compiled)")
     return 0
+
+
+def _print_ops(dynshape, families=None):
+    rows = dynshape.describe_ops()
+    known = sorted({r["family"] for r in rows})
+    for f in families or ():
+        if f not in known:
+            raise dynshape.SettingError(f"unknown family {f!r}; known: {', '.join(known)}")
+    family = None
+    for r in rows:
+        if families and r["family"] not in families:
+            continue
+        if r["family"] != family:
+            family = r["family"]
+            print(f"{family}:")
+        attrs = ", ".join(f"{k}={v!r}" for k, v in r["attributes"].items()) or "-"
+        print(f"  {r['name']:14s} dtypes: {', '.join(r['dtypes']):30s} attributes: {attrs}")
+
+
+def _print_catalog(dynshape):
+    from dynshape_kernels import drivers
+    print(dynshape.CATALOG.describe())
+    others = [f for f in drivers.registered() if f not in dynshape.CATALOG.families
+              and drivers.declared_dtypes(f) is not None]
+    for f in others:
+        print(f"  {f:8s} cpu: one driver per dtype ({', '.join(drivers.declared_dtypes(f))}) "
+              f"running step programs of the kernels above tile by tile (dynshape.fuse)")
 
 
 def _save_picture(table, args):

@@ -15,7 +15,7 @@ import os
 import warnings
 from collections import Counter
 
-from .errors import ArgumentError
+from .errors import ArgumentError, SettingError
 from .table_cache import TableCache
 from .table_store import TableStore, TableStoreWarning
 
@@ -46,7 +46,7 @@ _policy_override = contextvars.ContextVar("dynshape_policy", default=None)
 def set_policy(p):
     global policy
     if p not in POLICIES:
-        raise ValueError(f"unknown table policy {p!r}; accepted: {', '.join(POLICIES)}")
+        raise SettingError(f"unknown table policy {p!r}; accepted: {', '.join(POLICIES)}")
     policy = p
 
 
@@ -59,7 +59,7 @@ def current_policy():
 def policy_scope(p):
     """Use policy ``p`` for lookups made by the calling thread inside the block."""
     if p not in _INTERNAL_POLICIES:
-        raise ValueError(f"unknown table policy {p!r}; accepted: {', '.join(POLICIES)}")
+        raise SettingError(f"unknown table policy {p!r}; accepted: {', '.join(POLICIES)}")
     token = _policy_override.set(p)
     try:
         yield

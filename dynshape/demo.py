@@ -5,7 +5,7 @@ import time
 import numpy as np
 
 import dynshape
-from dynshape import testing
+from dynshape.testing import count_compilations
 
 CASES = [
     ("relu", lambda x, rng: (x,), lambda x: np.maximum(x, 0)),
@@ -50,15 +50,19 @@ COMPUTE = [
 
 def main():
     t0 = time.perf_counter()
-    print("loading static kernels (compiled once per machine into Numba's cache; the first "
-          "run on a new machine compiles them, later runs load them) ...", flush=True)
-    dynshape.warm(["unary", "binary", "copy"], ["float32", "float64"])
-    dynshape.warm(["matmul", "conv", "pool"], ["float32"])
-    print(f"  kernels ready in {time.perf_counter() - t0:.1f} s; {dynshape.CATALOG.describe()}")
+    print("loading the static kernels this demo uses (the first run on a machine compiles "
+          "them once, for a minute or two; later runs load them from the cache) ...",
+          flush=True)
+    pairs = [(f, d) for f in ("unary", "binary", "copy") for d in ("float32", "float64")]
+    pairs += [(f, "float32") for f in ("matmul", "conv", "pool")]
+    done = dynshape.warm(pairs=pairs, progress=True)
+    compiled = sum(1 for d in done if d[3])
+    print(f"  kernels ready in {time.perf_counter() - t0:.1f} s ({compiled} compiled, "
+          f"{len(done) - compiled} loaded); {dynshape.CATALOG.describe()}", flush=True)
     rng = np.random.default_rng(0)
     dynshape.set_policy("background")
-    rows = []
-    with testing.count_compilations() as compiles:
+    rows, compute = [], []
+    with count_compilations() as compiles:
         for shape in SHAPES:
             x = rng.standard_normal(shape).astype(np.float32)
             for op, args, ref in CASES:
@@ -70,10 +74,6 @@ def main():
                     with np.errstate(all="ignore"):
                         np.testing.assert_allclose(y, ref(*a), rtol=2e-6, atol=1e-6)
                 rows.append((op, shape, dt))
-    print(f"\n{'op':6s} {'shape':>16s} {'first call':>12s}")
-    for op, shape, dt in rows:
-        print(f"{op:6s} {str(shape):>16s} {dt * 1e3:10.3f} ms")
-        compute = []
         for label, make, call, ref in COMPUTE:
             a = make(lambda shape: rng.standard_normal(shape).astype(np.float32))
             t = time.perf_counter()
@@ -83,6 +83,9 @@ def main():
             scale = np.abs(r).max() + 1.0
             np.testing.assert_allclose(y, r, rtol=1e-4, atol=1e-4 * scale)
             compute.append((label, dt))
+    print(f"\n{'op':6s} {'shape':>16s} {'first call':>12s}")
+    for op, shape, dt in rows:
+        print(f"{op:6s} {str(shape):>16s} {dt * 1e3:10.3f} ms")
     print(f"\n{'compute op (float32)':34s} {'first call':>12s}")
     for label, dt in compute:
         print(f"{label:34s} {dt * 1e3:10.3f} ms")
@@ -95,6 +98,7 @@ def main():
     print(dynshape.explain("copy", np.empty((1531, 517), np.float32).T).describe(limit=4))
     print("\ncache:", dynshape.cache_stats())
     print("all results matched NumPy")
+    return compiles.count
 
 
 if __name__ == "__main__":

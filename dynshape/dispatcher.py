@@ -1,6 +1,8 @@
 """``run`` and ``explain``: validate, look the table up (or build it), one driver call."""
 from . import executor, ops
-from .errors import ArgumentError
+import numpy as np
+
+from .errors import ArgumentError, DtypeError
 
 _EXECUTORS = {"plane": (executor.run_plane, executor.explain_plane)}
 
@@ -56,4 +58,9 @@ def _placeholder(shape, dtype):
         raise ArgumentError(f"a shape must be a tuple of integers, got {shape!r}") from None
     if any(s < 0 for s in shape):
         raise ArgumentError(f"negative dimension in shape {shape}")
+    try:
+        np.dtype(dtype)
+    except TypeError:
+        raise DtypeError(f"unknown dtype {dtype!r}; accepted: a NumPy dtype name such as "
+                         f"float32, float64, int32, int64 (see: dynshape ops)") from None
     return ops.placeholder(shape, dtype)

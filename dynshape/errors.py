@@ -27,3 +27,24 @@ class TableFormatError(DynshapeError, ValueError):
 
 class ArgumentError(DynshapeError, TypeError):
     """Wrong number or kind of arguments for an op."""
+
+
+class OutputError(DynshapeError, ValueError):
+    """An ``out=`` array that cannot receive the result (read-only, for example)."""
+
+
+class EmptyReductionError(DynshapeError, ValueError):
+    """A reduction with no identity (max, min, argmax, argmin) over a zero-size axis."""
+
+
+class DomainError(DynshapeError, ValueError):
+    """Input values outside an op's domain that NumPy also refuses (integers to negative
+    integer powers)."""
+
+
+class SettingError(DynshapeError, ValueError):
+    """An unknown runtime setting: a table policy, a kernel family, a cache limit."""
+
+
+class MissingExtraError(DynshapeError, ImportError):
+    """A feature whose optional package is not installed; the message names the extra."""

@@ -70,7 +70,8 @@ from dynshape_kernels.tail_mode import ANCHOR_END
 from . import config, dispatcher, ops
 from .bucket import bucket
 from .combination import _uniform_entries
-from .errors import ArgumentError, DtypeError, OpAttributeError, ShapeError, UnknownOpError
+from .errors import (ArgumentError, DomainError, DtypeError, OpAttributeError, ShapeError,
+                     UnknownOpError)
 from .layout import (broadcast_strides, check_outer, coalesce, element_strides, flat_view,
                      plane, plane_of_coalesced, same_view)
 from .ops import as_array, check_out, is_planning, new_output
@@ -495,7 +496,7 @@ class Fused:
                 else:
                     c = _constant(s, other, dt)
                     if is_int and s.op == "pow" and c < 0:
-                        raise ValueError(f"{s.where}: integers to negative integer powers "
+                        raise DomainError(f"{s.where}: integers to negative integer powers "
                                          f"are not allowed")
                     emit(kid, K_CONST_L if side_left else K_CONST_R, code, 0,
                          attr_slot([c, 0]))
@@ -794,7 +795,7 @@ def _check_int_pow(fused, arrs):
         if s.kind == "binary" and s.op == "pow" and isinstance(s.right, str):
             a = arrs[fused.side_names.index(s.right)]
             if a.size and a.min() < 0:
-                raise ValueError(f"{s.where}: integers to negative integer powers are not "
+                raise DomainError(f"{s.where}: integers to negative integer powers are not "
                                  f"allowed (side input {s.right!r} has negative values)")
 
 

@@ -8,7 +8,7 @@ import contextvars
 
 import numpy as np
 
-from ..errors import DtypeError, OpAttributeError, ShapeError, UnknownOpError
+from ..errors import DtypeError, OpAttributeError, OutputError, ShapeError, UnknownOpError
 
 _REGISTRY = {}
 _planning = contextvars.ContextVar("dynshape_planning", default=False)
@@ -109,6 +109,23 @@ def known():
     return sorted(_REGISTRY)
 
 
+def describe():
+    """One dict per registered op (sorted by family, then name): ``name``, ``family``,
+    ``dtypes`` (the input dtypes it accepts) and ``attributes`` (name -> default)."""
+    from dynshape_kernels.catalog import CATALOG
+    rows = []
+    for name, spec in _REGISTRY.items():
+        dtypes = getattr(spec, "accepted", None)
+        if dtypes is None:
+            fam = CATALOG.families.get(spec.family)
+            dtypes = fam.dtypes if fam is not None else ()
+        if spec.family == "copy":
+            dtypes = ("any dtype of 1, 2, 4 or 8 bytes",)
+        rows.append({"name": name, "family": spec.family, "dtypes": tuple(dtypes),
+                     "attributes": dict(spec.attrs)})
+    return sorted(rows, key=lambda r: (r["family"], r["name"]))
+
+
 def as_array(x, what):
     if isinstance(x, np.ndarray):
         return x
@@ -140,7 +157,7 @@ def check_out(out, shape, dtype, op):
     if out.dtype != dtype:
         raise DtypeError(f"{op}: out has dtype {out.dtype}, the result has dtype {dtype}")
     if not out.flags.writeable:
-        raise ValueError(f"{op}: out is read-only")
+        raise OutputError(f"{op}: out is read-only; pass a writeable array (or none)")
     return out
 
 

@@ -7,7 +7,7 @@ converted first), ``div`` on integers gives float64, mixed binary dtypes promote
 import numpy as np
 from dynshape_kernels.cpu.scalar_ops import FLOAT_ONLY_UNARY
 
-from ..errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
+from ..errors import ArgumentError, DomainError, DtypeError, OpAttributeError, ShapeError
 from ..layout import same_view
 from . import (Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output,
                register)
@@ -173,7 +173,8 @@ class BinarySpec(OpSpec):
             raise ShapeError(f"{self.name}: shapes {a.shape} and {b.shape} do not broadcast "
                              f"(NumPy rules: trailing dimensions must match or be 1)") from None
         if self.name == "pow" and res.kind == "i" and b.size and b.min() < 0:
-            raise ValueError("pow: integers to negative integer powers are not allowed")
+            raise DomainError("pow: integers to negative integer powers are not allowed; accepted: "
+                              "exponents >= 0, or float operands")
         out = _output(self.name, out, shape, res)
         a, alias_a = _unalias(out, a)
         b, alias_b = _unalias(out, b)

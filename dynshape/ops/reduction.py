@@ -17,7 +17,7 @@ import math
 import numpy as np
 from dynshape_kernels.common_area import OUT_F64, OUT_I64, OUT_SAME
 
-from ..errors import ArgumentError, OpAttributeError
+from ..errors import ArgumentError, EmptyReductionError, OpAttributeError
 from . import Launch, OpSpec, as_array, check_dtype, check_out, register
 
 DTYPES = ("float32", "float64", "int32", "int64")
@@ -87,10 +87,12 @@ class ReduceSpec(OpSpec):
         out_shape = (tuple(1 if d in axes else n for d, n in enumerate(x.shape)) if keepdims
                      else kept_shape)
         if count == 0 and self.arg:
-            raise ValueError(f"attempt to get {self.name} of an empty sequence")
+            raise EmptyReductionError(f"{self.name} of an empty sequence: axis {attrs['axis']!r} has size 0; accepted: an axis of size >= 1 (sum and mean accept empty axes)")
         if count == 0 and self.name in _NP_NAMES:
-            raise ValueError(f"zero-size array to reduction operation {_NP_NAMES[self.name]} "
-                             f"which has no identity")
+            raise EmptyReductionError(f"zero-size array to reduction operation "
+                                      f"{_NP_NAMES[self.name]}, which has no identity; "
+                                      f"accepted: axes of size >= 1 (sum and mean accept "
+                                      f"empty axes)")
         rdt, outkind = self.result_dtype(x.dtype)
         user_out = out
         if out is None:

@@ -1,59 +1,9 @@
-"""Public testing helpers: hypothesis strategies for shapes, strided arrays and tables, a
-coverage checker for parameter tables, and a compilation counter.
-
-Needs the ``test`` extra (hypothesis). Typical use::
-
-    from hypothesis import given
-    from dynshape import testing
-
-    @given(testing.tables())
-    def test_cover(case):
-        testing.check_coverage(case.table, case.shape)
-"""
-import contextlib
-from dataclasses import dataclass
-
+"""Coverage checkers: how many table entries write each output element (exactly once, or
+again with the identical value for OVERLAP tiles), for plane, matmul and conv tables."""
 import numpy as np
 from dynshape_kernels.catalog import CATALOG
 from dynshape_kernels.common_area import E_MODE0, E_MODE1
-from dynshape_kernels.tail_mode import OVERLAP, TailMode
-from hypothesis import strategies as st
-
-from .bucket import bucket
-from .combination import Tiling
-from .param_table import ParamTable
-
-# ---------------------------------------------------------------- compilation counting
-
-
-class CompileCounter:
-    """Counts Numba compilations (cache loads are not compilations)."""
-
-    def __init__(self):
-        self.count = 0
-        self.functions = []
-
-
-@contextlib.contextmanager
-def count_compilations():
-    """``with count_compilations() as c: ...`` then ``c.count`` is the number of compiles."""
-    from numba.core import event
-
-    counter = CompileCounter()
-
-    class _Listener(event.Listener):
-        def on_start(self, ev):
-            counter.count += 1
-            counter.functions.append(str(ev.data.get("dispatcher", "?")))
-
-        def on_end(self, ev):
-            pass
-
-    with event.install_listener("numba:compile", _Listener()):
-        yield counter
-
-
-# ---------------------------------------------------------------- coverage
+from dynshape_kernels.tail_mode import OVERLAP
 
 
 def coverage(table, m, n, catalog=CATALOG, which=None):
@@ -97,86 +47,6 @@ def check_coverage(table, shape, catalog=CATALOG):
     return counts
 
 
-# ---------------------------------------------------------------- strategies
-
-
-def shapes(max_rank=6, max_side=40, min_side=0):
-    """Shapes of rank 0..max_rank, with 0- and 1-sized dimensions well represented."""
-    side = st.one_of(st.sampled_from([0, 1, 1, 2, 3]), st.integers(min_side, max_side))
-    return st.lists(side, min_size=0, max_size=max_rank).map(tuple)
-
-
-def views(draw_shape, dtype=np.float32, allow_negative=True):
-    """Strategy: arrays of the given shape that are views with random strides (sliced with
-    steps, negative steps, transposed), over random data."""
-
-    @st.composite
-    def _v(draw):
-        shape = draw_shape if isinstance(draw_shape, tuple) else draw(draw_shape)
-        steps = [draw(st.sampled_from([1, 1, 2, 3] + ([-1, -2] if allow_negative else [])))
-                 for _ in shape]
-        base_shape = [max(1, n) * abs(s) for n, s in zip(shape, steps)]
-        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-        base = (rng.standard_normal(base_shape) * 4).astype(dtype)
-        if np.dtype(dtype).kind in "iu":
-            base = rng.integers(-50, 50, size=base_shape).astype(dtype)
-        sl = tuple(slice(None, n * s, s) if s > 0 else slice(None, None, s)
-                   for n, s in zip(shape, steps))
-        v = base[sl]
-        v = v[tuple(slice(0, n) for n in shape)] if shape else base.reshape(())[...]
-        if v.ndim >= 2 and draw(st.booleans()):
-            perm = draw(st.permutations(range(v.ndim)))
-            inv = np.argsort(perm)
-            v = np.ascontiguousarray(v.transpose(perm)).transpose(inv) if draw(st.booleans()) \
-                else v
-        assert v.shape == tuple(shape)
-        return v
-    return _v()
-
-
-def tail_mode_sets():
-    """Non-empty sets of allowed tail modes (VARIABLE_FULL is always possible)."""
-    return st.sets(st.sampled_from(list(TailMode))).map(
-        lambda s: frozenset(s | {TailMode.VARIABLE_FULL}))
-
-
-@dataclass
-class TableCase:
-    table: ParamTable
-    shape: tuple          # (m, n) the table was built for
-    tiling: Tiling
-
-
-@st.composite
-def tables(draw, family="unary", op="relu", dtype="float32", variant=None, max_side=3000):
-    """Strategy: a (table, shape) from the combination algorithm for a random inner plane,
-    random allowed tail modes and layout, with the simplified or the optimized variant."""
-    fam = CATALOG.families[family]
-    m = draw(st.one_of(st.integers(1, 4), st.integers(1, 200)))
-    n = draw(st.one_of(st.integers(1, 40), st.integers(1, max_side)))
-    modes = draw(tail_mode_sets())
-    strided = draw(st.booleans())
-    w = min(t[2] for t in fam.tiles if t[1] > t[2])
-    bk = (bucket(m, fam.quanta[0]), bucket(n, fam.quanta[1], w))
-    tiling = Tiling(CATALOG, family, op, dtype, bk, (m, n), draw(st.integers(1, 3)), strided,
-                    modes)
-    variant = variant or draw(st.sampled_from(["simplified", "optimized"]))
-    comb = tiling.simplified() if variant == "simplified" else tiling.optimized()
-    t = ParamTable(family, op, dtype, "cpu", CATALOG.hash, bk, comb.entries, np.zeros(0),
-                   2, CATALOG.family_base(family, dtype), fam.op_base, comb.variant, comb.cost,
-                   comb.description, (m, n))
-    return TableCase(t, (m, n), tiling)
-
-
-def sizes_in_bucket(table):
-    """Strategy: a plane shape anywhere in the table's bucket (the table must serve it)."""
-    (lo0, hi0), (lo1, hi1) = table.bucket
-    return st.tuples(st.integers(lo0 + 1, hi0), st.integers(lo1 + 1, hi1))
-
-
-# ---------------------------------------------------------------- matmul tables
-
-
 def matmul_coverage(table, M, N, batch):
     """Count array (batch, M, N): how many tiles of a matmul table write each output element
     of an M x N x batch problem, with the driver's clipping of tiles at M, N and the batch
@@ -197,9 +67,6 @@ def check_matmul_coverage(table, M, N, batch):
     cover = matmul_coverage(table, M, N, batch)
     assert (cover == 1).all(), f"{int((cover == 0).sum())} elements uncovered, " \
                                f"{int((cover > 1).sum())} covered more than once"
-
-
-# ---------------------------------------------------------------- conv tables
 
 
 def conv_coverage(table, N, OH, OW):

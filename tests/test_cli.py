@@ -1,0 +1,113 @@
+"""The command line: help on every command and argument, ops and catalog listings, one-line
+errors with exit status 2, progress while warming."""
+import io
+import subprocess
+import sys
+
+import pytest
+
+import dynshape
+from dynshape.cli import main
+
+COMMANDS = ("demo", "ops", "explain", "catalog", "warm", "pregenerate")
+
+
+def _run(argv, capsys):
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_help_lists_every_command_without_markup(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    assert "``" not in text
+    for c in COMMANDS:
+        assert c in text
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_argument_has_help(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = capsys.readouterr().out
+    assert "``" not in text
+    # argparse prints an argument without help as a bare name line: every option and
+    # positional must be followed by its help text on the same or the next line
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(("positional", "options")))
+    for i, ln in enumerate(lines[start:], start):
+        s = ln.strip()
+        if ln.startswith("  ") and not ln.startswith("   " * 4) and s and s != "-h, --help":
+            words = s.split("  ")
+            has_help = len([w for w in words if w.strip()]) > 1
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            assert has_help or nxt.startswith(" " * 10), f"{command}: no help for {s!r}"
+
+
+def test_ops_lists_every_op_with_dtypes_and_attributes(capsys):
+    code, out, _ = _run(["ops"], capsys)
+    assert code == 0
+    names = {ln.split()[0] for ln in out.splitlines() if ln.startswith("  ")}
+    assert names == set(dynshape.known_ops())
+    gelu = next(ln for ln in out.splitlines() if ln.split()[:1] == ["gelu"])
+    assert "approximate='none'" in gelu and "float32" in gelu
+    recip = next(ln for ln in out.splitlines() if ln.split()[:1] == ["reciprocal"])
+    assert "int32" not in recip          # float-only op
+
+
+def test_ops_one_family_and_unknown_family(capsys):
+    code, out, _ = _run(["ops", "--family", "rowwise"], capsys)
+    assert code == 0
+    assert {ln.split()[0] for ln in out.splitlines() if ln.startswith("  ")} == \
+        {"softmax", "log_softmax", "layer_norm", "rms_norm"}
+    code, _, err = _run(["ops", "--family", "nope"], capsys)
+    assert code == 2 and err.startswith("dynshape: unknown family 'nope'") and "rowwise" in err
+
+
+def test_catalog_includes_the_fused_driver(capsys):
+    code, out, _ = _run(["catalog"], capsys)
+    assert code == 0
+    for fam in list(dynshape.CATALOG.families) + ["fused"]:
+        assert f"  {fam} " in out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["explain", "nosuchop", "3x4"], ["unknown op 'nosuchop'", "relu"]),
+    (["explain", "relu", "3x4", "--dtype", "bogus"], ["unknown dtype 'bogus'", "float32"]),
+    (["explain", "relu", "3x4", "--dtype", "complex64"], ["complex64", "accepted"]),
+    (["explain", "add", "3x4", "5x4"], ["do not broadcast"]),
+    (["warm", "--family", "nope"], ["unknown kernel family 'nope'", "unary"]),
+    (["warm", "--family", "rowwise", "--dtype", "int8"], ["int8", "accepted"]),
+])
+def test_bad_input_is_one_line_and_status_2(argv, words, capsys):
+    code, _, err = _run(argv, capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("dynshape: ") and "Traceback" not in err
+    for w in words:
+        assert w in err
+
+
+def test_warm_reports_progress_per_driver():
+    buf = io.StringIO()
+    done = dynshape.warm(pairs=[("unary", "float32"), ("binary", "float32")], progress=buf)
+    lines = buf.getvalue().splitlines()
+    assert lines[0].startswith("  [1/2] unary float32 ...") and "elapsed" in lines[0]
+    assert lines[1].startswith("  [2/2] binary float32 ...")
+    assert [(f, d) for f, d, _, _ in done] == [("unary", "float32"), ("binary", "float32")]
+    assert all(("compiled" in ln) == c for ln, (_, _, _, c) in zip(lines, done))
+
+
+def test_warm_plan_dedupes_copy_item_sizes():
+    from dynshape.warming import plan
+    assert plan(["copy"], ["float32", "int32", "float64"]) == [("copy", "uint32"),
+                                                               ("copy", "uint64")]
+
+
+def test_module_entry_point_runs_a_command():
+    r = subprocess.run([sys.executable, "-m", "dynshape", "ops", "--family", "pool"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "max_pool2d" in r.stdout and "avg_pool2d" in r.stdout
