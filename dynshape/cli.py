@@ -4,6 +4,7 @@ of a call, load or compile kernels, and build kernel packages.
 Every error on bad input is printed as one line ("dynshape: ...") with exit status 2.
 """
 import argparse
+import os
 import sys
 
 DESCRIPTION = """Neural-network operators on tensors of any shape from precompiled static
@@ -50,6 +51,9 @@ def main(argv=None):
                    help="kernel family (repeat; default: all; see: dynshape catalog)")
     w.add_argument("--dtype", action="append", metavar="DTYPE",
                    help="dtype (repeat; default: each family's)")
+    w.add_argument("--processes", type=int, default=os.cpu_count() or 1, metavar="N",
+                   help="compile missing drivers in N processes at once (default: the "
+                        "number of cores)")
     pg = sub.add_parser("pregenerate", help="build a kernel package: drivers compiled ahead "
                         "of time, loaded later with dynshape.load_package or DYNSHAPE_PACKAGE")
     pg.add_argument("--out", required=True, help="the package directory to create")
@@ -104,7 +108,8 @@ def _dispatch(args, dynshape):
     elif args.cmd == "catalog":
         _print_catalog(dynshape)
     elif args.cmd == "warm":
-        done = dynshape.warm(args.family, args.dtype, progress=sys.stdout)
+        done = dynshape.warm(args.family, args.dtype, progress=sys.stdout,
+                             processes=max(args.processes, 1))
         print(f"ready: {len(done)} drivers ({sum(1 for d in done if d[3])} compiled)")
     return 0
 

@@ -1,5 +1,6 @@
 """The demo: several ops over never-seen shapes, checked against NumPy, with the tables used,
 the cache counters and the number of compilations on the run path (zero)."""
+import os
 import time
 
 import numpy as np
@@ -55,7 +56,7 @@ def main():
           flush=True)
     pairs = [(f, d) for f in ("unary", "binary", "copy") for d in ("float32", "float64")]
     pairs += [(f, "float32") for f in ("matmul", "conv", "pool")]
-    done = dynshape.warm(pairs=pairs, progress=True)
+    done = dynshape.warm(pairs=pairs, progress=True, processes=os.cpu_count() or 1)
     compiled = sum(1 for d in done if d[3])
     print(f"  kernels ready in {time.perf_counter() - t0:.1f} s ({compiled} compiled, "
           f"{len(done) - compiled} loaded); {dynshape.CATALOG.describe()}", flush=True)

@@ -10,6 +10,7 @@ or refused with an error naming the family and dtype, or compiled when the packa
 import threading
 
 from numba import njit, types
+from numba.core import event
 
 from .cpu import elementwise
 
@@ -68,6 +69,13 @@ def declared_dtypes(family):
     return _DTYPES.get(family)
 
 
+def function_name(family):
+    """The qualified name of the Python function behind a family's driver (families that
+    share one, like unary and copy, share Numba's cache index: compile them in one process)."""
+    f = _DRIVERS[family][0]
+    return f"{f.__module__}.{f.__qualname__}"
+
+
 def signature(family, dtype):
     """The one argument signature the driver of ``(family, dtype)`` is compiled for."""
     return _DRIVERS[family][1](dtype)
@@ -100,6 +108,47 @@ def get(family, dtype):
                 disp.disable_compile()
                 _loaded[key] = disp
     return disp
+
+
+class _NotCached(Exception):
+    """Raised by :class:`_RefuseCompile` to stop a compilation before it starts."""
+
+
+class _RefuseCompile(event.Listener):
+    """Stops any compilation started by one thread (others are not affected)."""
+
+    def __init__(self):
+        self.thread = threading.get_ident()
+
+    def on_start(self, ev):
+        if threading.get_ident() == self.thread:
+            raise _NotCached
+
+    def on_end(self, ev):
+        pass
+
+
+def load_cached(family, dtype):
+    """Bring the driver of ``(family, dtype)`` into memory if that needs no compilation (it
+    is loaded already, the kernel package in use holds it, or Numba's on-disk cache does);
+    return whether it is in memory now. Never compiles."""
+    key = (family, dtype)
+    if key in _loaded:
+        return True
+    if _package is not None:
+        get(family, dtype)
+        return True
+    py_func, sig = _DRIVERS[family]
+    disp = njit(**_OPTS)(py_func)
+    try:
+        with event.install_listener("numba:compile", _RefuseCompile()):
+            disp.compile(sig(dtype))
+    except _NotCached:
+        return False
+    disp.disable_compile()
+    with _lock:
+        _loaded.setdefault(key, disp)
+    return True
 
 
 def loaded():

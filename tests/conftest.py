@@ -23,6 +23,23 @@ settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _kernels():
+    """Every driver of the catalog, compiled once per session into the private Numba cache by
+    child processes in parallel (the compiler's memory leaves with them), then loaded here."""
+    import dynshape
+    dynshape.warm(processes=os.cpu_count() or 1)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tables_per_module():
+    """Tables cached by one test module are dropped after it (the suite's memory stays
+    bounded by the largest module, not the sum of all)."""
+    yield
+    import dynshape
+    dynshape.clear_cache()
+
+
 @pytest.fixture(autouse=True)
 def _deterministic_policy():
     """Tests build tables synchronously unless they ask for the background policy."""
