@@ -47,8 +47,8 @@ with a non-negative exponent side or constant only). Side inputs broadcast with 
 rules; at most four distinct side inputs per chain. Results equal running the steps one by one
 with ``dynshape.run`` up to floating-point rounding.
 
-Execution: the chain is a step program (kernels/cpu/steps.py) interpreted by one compiled
-driver per dtype (kernels/cpu/fused.py), so a chain never seen before compiles nothing. The
+Execution: the chain is a step program (dynshape_kernels/cpu/steps.py) interpreted by one compiled
+driver per dtype (dynshape_kernels/cpu/fused.py), so a chain never seen before compiles nothing. The
 parameter table (:class:`FusedTable`) lists the tiles and the per-tile sequence of kernel ids
 with their parameters; it is cached per shape bucket like every other table.
 """
@@ -706,7 +706,7 @@ def _execute(fused, x, sides, named, out, explain):
 def _execute_lead(fused, a, b, sides, named, out):
     """The leading matmul / gemm / conv2d of ``a``, ``b`` with the chain as the epilogue
     program of its driver: the steps run on every output tile before it is stored
-    (kernels/cpu/gemm.py and kernels/cpu/conv_epilogue.py call steps.apply_steps)."""
+    (dynshape_kernels/cpu/gemm.py and dynshape_kernels/cpu/conv_epilogue.py call steps.apply_steps)."""
     lead = fused.lead
     bound = dict(zip(fused.side_names, _bind_sides(fused, sides, named)))
     spec = ops.get(lead.op)

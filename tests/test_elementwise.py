@@ -43,7 +43,7 @@ UNARY_REF = {
     "silu": lambda x: (x.astype(np.float64) * _sig(x.astype(np.float64))).astype(x.dtype),
 }
 EXACT = {"relu", "abs", "neg", "sqrt", "reciprocal"}
-# documented float32 tolerances of the transcendental kernels (see kernels/cpu/mathfuncs.py)
+# documented float32 tolerances of the transcendental kernels (see dynshape_kernels/cpu/mathfuncs.py)
 RTOL = {np.dtype("float32"): 2e-6, np.dtype("float64"): 1e-13}
 ATOL = {np.dtype("float32"): 1e-6, np.dtype("float64"): 1e-14}
 

@@ -1,4 +1,4 @@
-"""Regenerate the polynomial coefficients used by ``kernels/cpu/mathfuncs.py``.
+"""Regenerate the polynomial coefficients used by ``dynshape_kernels/cpu/mathfuncs.py``.
 
 The approximations are near-minimax Chebyshev interpolants computed with
 mpmath (40 significant digits) and printed lowest-degree-first, as float64

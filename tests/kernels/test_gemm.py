@@ -1,4 +1,4 @@
-"""Tests of the dynshape static-tile GEMM (kernels/cpu/gemm.py) against NumPy.
+"""Tests of the dynshape static-tile GEMM (dynshape_kernels/cpu/gemm.py) against NumPy.
 
 All cases go through the same few compiled driver specialisations (one per
 dtype; disk-cached), so the runtime is dominated by the first compile.

@@ -1,4 +1,4 @@
-"""Tests of the vectorizable scalar math functions (kernels/cpu/mathfuncs.py).
+"""Tests of the vectorizable scalar math functions (dynshape_kernels/cpu/mathfuncs.py).
 
 All array evaluations go through ONE jitted harness per dtype (``_apply``)
 that contains a simple ``for i in range(n): o[i] = f(x[i])`` loop per
