@@ -16,7 +16,7 @@ from .package import from_environment as _package_from_environment  # noqa: E402
 _package_from_environment()
 
 from dynshape_kernels.catalog import CATALOG  # noqa: E402
-from dynshape_kernels.tail_mode import TailMode
+from dynshape_kernels.abi.tail_mode import TailMode
 
 from . import config, ops
 from .dispatcher import explain, run

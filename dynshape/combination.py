@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
-from dynshape_kernels.common_area import (E_ANCH0, E_ANCH1, E_KID, E_MODE0, E_MODE1, E_NCOL,
+from dynshape_kernels.abi.common_area import (E_ANCH0, E_ANCH1, E_KID, E_MODE0, E_MODE1, E_NCOL,
                                           E_OFF0, E_OFF1)
-from dynshape_kernels.tail_mode import (ANCHOR_END, ANCHOR_START, DISCARD, OVERLAP,
+from dynshape_kernels.abi.tail_mode import (ANCHOR_END, ANCHOR_START, DISCARD, OVERLAP,
                                         VARIABLE_FULL, VARIABLE_PARTIAL)
 
 from . import cost_model

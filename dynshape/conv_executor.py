@@ -18,16 +18,17 @@ import numba
 import numpy as np
 from dynshape_kernels import drivers
 from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.cpu.conv import CONV_TILES, DIRECT_SLOT, N_SLOTS
-from dynshape_kernels.cpu.conv_layout import (CV_ACT, CV_BOFF, CV_BS, CV_C, CV_CG, CV_DH,
+from dynshape_kernels.abi.tiles import CONV_DIRECT_SLOT as DIRECT_SLOT, CONV_TILES
+N_SLOTS = len(CONV_TILES)
+from dynshape_kernels.abi.conv_table import (CV_ACT, CV_BOFF, CV_BS, CV_C, CV_CG, CV_DH,
                                               CV_DW, CV_G, CV_H, CV_HASB, CV_HASR, CV_IDBASE,
                                               CV_KH, CV_KW, CV_M, CV_MG, CV_N, CV_NTH, CV_OH,
                                               CV_OW, CV_ROFF, CV_SH, CV_SIZE, CV_SW, CV_W,
                                               CV_XOFF, CV_YOFF, ENTRY_COLUMNS, T_G, T_IH0,
                                               T_IW0, T_KID, T_M0, T_MV, T_N, T_NCOL, T_OH0,
                                               T_OW0, T_VH, T_VW)
-from dynshape_kernels.cpu.gemm import SLOTS_F32, SLOTS_F64
-from dynshape_kernels.cpu.steps import MAX_SIDES, empty_program
+from dynshape_kernels.abi.step_program import MAX_SIDES, empty_program
+from dynshape_kernels.abi.tiles import MATMUL_SLOTS_F32 as SLOTS_F32, MATMUL_SLOTS_F64 as SLOTS_F64
 
 from . import config
 from .bucket import bucket

@@ -35,7 +35,7 @@ class CostModel:
     def tile_costs(self, t0, rows_valid, row_modes, cols_valid, col_modes, col_t,
                    strided):
         """Matrix (row segment x column segment) of per-work-item costs."""
-        from dynshape_kernels.tail_mode import DISCARD
+        from dynshape_kernels.abi.tail_mode import DISCARD
         vr = rows_valid.astype(np.float64)[:, None]
         vc = cols_valid.astype(np.float64)[None, :]
         ct = col_t.astype(np.float64)[None, :]
@@ -79,7 +79,7 @@ def calibrate(repeats=9):
     import numba
     from dynshape_kernels import drivers
     from dynshape_kernels.catalog import CATALOG
-    from dynshape_kernels.tail_mode import DISCARD
+    from dynshape_kernels.abi.tail_mode import DISCARD
 
     from .layout import plane
     from .param_table import ParamTable

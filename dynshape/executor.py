@@ -7,7 +7,7 @@ import math
 import numpy as np
 from dynshape_kernels import drivers
 from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.tail_mode import TailMode
+from dynshape_kernels.abi.tail_mode import TailMode
 
 from . import config
 from .bucket import bucket

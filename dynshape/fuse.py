@@ -58,14 +58,13 @@ import numbers
 import numpy as np
 from dynshape_kernels import drivers
 from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.common_area import E_ANCH0, E_ANCH1, E_OFF0, E_OFF1
-from dynshape_kernels.cpu import fused as kfused
-from dynshape_kernels.cpu.reduce import REDUCE_OPS
-from dynshape_kernels.cpu.rowwise import ROWWISE_OPS
-from dynshape_kernels.cpu.scalar_ops import BINARY_OPS, FLOAT_ONLY_UNARY, UNARY_OPS
-from dynshape_kernels.cpu.steps import (K_CONST_L, K_CONST_R, K_SIDE_L, K_SIDE_R, K_UNARY,
+from dynshape_kernels.abi.common_area import E_ANCH0, E_ANCH1, E_OFF0, E_OFF1
+from dynshape_kernels.abi import fused_table as kfused
+from dynshape_kernels.abi.vocabulary import (BINARY_OPS, FLOAT_ONLY_UNARY, REDUCE_OPS,
+                                             ROWWISE_OPS, UNARY_OPS)
+from dynshape_kernels.abi.step_program import (K_CONST_L, K_CONST_R, K_SIDE_L, K_SIDE_R, K_UNARY,
                                         MAX_SIDES)
-from dynshape_kernels.tail_mode import ANCHOR_END
+from dynshape_kernels.abi.tail_mode import ANCHOR_END
 
 from . import config, dispatcher, ops
 from .bucket import bucket

@@ -8,7 +8,7 @@ result is split into outer (batch) dimensions and an inner plane of rows x colum
 from dataclasses import dataclass
 
 import numpy as np
-from dynshape_kernels.common_area import MAX_OUTER, MAX_RANK
+from dynshape_kernels.abi.common_area import MAX_OUTER, MAX_RANK
 
 from .errors import ShapeError
 

@@ -19,8 +19,9 @@ import numba
 import numpy as np
 from dynshape_kernels import drivers
 from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.cpu.gemm import NSLOTS, TABLE_COLS, _slots_for
-from dynshape_kernels.cpu.steps import MAX_SIDES, empty_program
+from dynshape_kernels.abi.matmul_table import TABLE_COLS
+from dynshape_kernels.abi.step_program import MAX_SIDES, empty_program
+from dynshape_kernels.abi.tiles import MATMUL_NSLOTS as NSLOTS, matmul_slots as _slots_for
 
 from . import config
 from .bucket import bucket

@@ -12,11 +12,11 @@ import os
 import tempfile
 
 import numpy as np
-from dynshape_kernels.common_area import (C_IDBASE, C_M, C_N, C_NDOUTER, C_NOUTER, C_OPBASE,
+from dynshape_kernels.abi.common_area import (C_IDBASE, C_M, C_N, C_NDOUTER, C_NOUTER, C_OPBASE,
                                           C_OPS, C_OSHAPE, E_ANCH0, E_ANCH1, E_KID, E_MODE0,
                                           E_MODE1, E_NCOL, E_OFF0, E_OFF1, MAX_OUTER, OP_BLOCK,
                                           common_size)
-from dynshape_kernels.tail_mode import ANCHOR_END, TailMode
+from dynshape_kernels.abi.tail_mode import ANCHOR_END, TailMode
 
 from .errors import TableFormatError
 
@@ -31,7 +31,7 @@ class ParamTable:
 
     ``entries``: int64 (E, 7) per kernel call on the inner plane; ``bucket``: ((lo, hi) rows,
     (lo, hi) columns), the sizes the entries serve; ``common``: the common area bound for the
-    shape the table was built for (see dynshape_kernels.common_area).
+    shape the table was built for (see dynshape_kernels.abi.common_area).
     """
 
     def __init__(self, family, op, dtype, target, catalog_hash, bucket, entries, common,

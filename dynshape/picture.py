@@ -13,8 +13,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.common_area import E_MODE0, E_MODE1
-from dynshape_kernels.tail_mode import DISCARD, OVERLAP
+from dynshape_kernels.abi.common_area import E_MODE0, E_MODE1
+from dynshape_kernels.abi.tail_mode import DISCARD, OVERLAP
 
 from .errors import ShapeError
 

@@ -14,10 +14,10 @@ import math
 import numpy as np
 from dynshape_kernels import drivers
 from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.common_area import E_ANCH0, E_ANCH1, E_NCOL, E_OFF0, E_OFF1
-from dynshape_kernels.cpu.pool import (E_IH0, E_IW0, P_CIP, P_DH, P_DW, P_H, P_KH, P_KW, P_PB,
+from dynshape_kernels.abi.common_area import E_ANCH0, E_ANCH1, E_NCOL, E_OFF0, E_OFF1
+from dynshape_kernels.abi.pool_table import (E_IH0, E_IW0, P_CIP, P_DH, P_DW, P_H, P_KH, P_KW, P_PB,
                                        P_PR, P_SH, P_SW, P_W, POOL_BLOCK, POOL_NCOL)
-from dynshape_kernels.tail_mode import ANCHOR_START, TailMode
+from dynshape_kernels.abi.tail_mode import ANCHOR_START, TailMode
 
 from . import config, cost_model
 from .bucket import bucket

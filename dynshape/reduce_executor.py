@@ -12,10 +12,10 @@ import math
 import numpy as np
 from dynshape_kernels import drivers
 from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.common_area import (MAX_RED, R_COUNT, R_ND, R_OUTKIND, R_SHAPE, R_STR,
+from dynshape_kernels.abi.common_area import (MAX_RED, R_COUNT, R_ND, R_OUTKIND, R_SHAPE, R_STR,
                                           R_STRATEGY, STRAT_COLUMNS, STRAT_LANES,
                                           reduce_block_size)
-from dynshape_kernels.tail_mode import TailMode
+from dynshape_kernels.abi.tail_mode import TailMode
 
 from . import config, cost_model
 from .bucket import bucket

@@ -9,7 +9,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from .tail_mode import TailMode
+from .abi.tail_mode import TailMode
 
 CATALOG_FORMAT = 1
 
@@ -95,13 +95,11 @@ class Catalog:
 
 
 def _build():
-    from .cpu.elementwise import ELEMENTWISE_TILES
-    from .cpu.reduce import REDUCE_OPS, REDUCE_TILES
-    from .cpu.rowwise import ROWWISE_OPS, ROWWISE_TILES
-    from .cpu.scalar_ops import BINARY_OPS, UNARY_OPS
-    from .cpu.gemm import SLOTS_F32, SLOTS_F64
-    from .cpu.pool import POOL_OPS, POOL_TILES
-    from .cpu.conv import CONV_OPS, CONV_TILES
+    from .abi.tiles import (CONV_TILES, ELEMENTWISE_TILES, MATMUL_SLOTS_F32 as SLOTS_F32,
+                            MATMUL_SLOTS_F64 as SLOTS_F64, POOL_TILES, REDUCE_TILES,
+                            ROWWISE_TILES)
+    from .abi.vocabulary import (BINARY_OPS, CONV_OPS, POOL_OPS, REDUCE_OPS, ROWWISE_OPS,
+                                 UNARY_OPS)
     families = [
         FamilySpec("unary", UNARY_OPS, ("float32", "float64", "int32", "int64"),
                    ELEMENTWISE_TILES),

@@ -7,78 +7,77 @@ on-disk cache or compiles it (this is "warming" the kernels). While a kernel pac
 (:func:`use_package`), the package decides how a driver is obtained: loaded from the package,
 or refused with an error naming the family and dtype, or compiled when the package allows it.
 """
+import importlib
 import threading
 
-from numba import njit, types
+from numba import njit
 from numba.core import event
 
-from .cpu import elementwise
+from .abi.fused_table import FUSED_DTYPES
 
 _OPTS = dict(parallel=True, cache=True, nogil=True, error_model="numpy")
 
-_i64_1d = types.Array(types.int64, 1, "C", readonly=True)
-_i64_2d = types.Array(types.int64, 2, "C", readonly=True)
-
-
-def _ro(dtype):
-    return types.Array(getattr(types, dtype), 1, "C", readonly=True)
-
-
-def _rw(dtype):
-    return types.Array(getattr(types, dtype), 1, "C")
-
-
-def _unary_sig(dtype):
-    return (_ro(dtype), _rw(dtype), _i64_1d, _i64_2d, _ro(dtype))
-
-
-def _binary_sig(dtype):
-    return (_ro(dtype), _ro(dtype), _rw(dtype), _i64_1d, _i64_2d)
-
-
-# family -> (python function of the driver, signature builder)
+#: family -> (module, driver function, signature function, dtypes or None): the CPU target's
+#: drivers, found by name and imported on first use (a family without a catalog entry, like
+#: the fused-sequence driver, declares its dtypes here)
 _DRIVERS = {
-    "unary": (elementwise.unary_driver, _unary_sig),
-    "copy": (elementwise.unary_driver, _unary_sig),
-    "binary": (elementwise.binary_driver, _binary_sig),
+    "unary": ("dynshape_kernels.cpu.elementwise", "unary_driver", "unary_signature", None),
+    "copy": ("dynshape_kernels.cpu.elementwise", "unary_driver", "unary_signature", None),
+    "binary": ("dynshape_kernels.cpu.elementwise", "binary_driver", "binary_signature", None),
+    "reduce": ("dynshape_kernels.cpu.reduce", "reduce_driver", "signature", None),
+    "rowwise": ("dynshape_kernels.cpu.rowwise", "rowwise_driver", "signature", None),
+    "matmul": ("dynshape_kernels.cpu.gemm", "matmul_driver", "matmul_signature", None),
+    "pool": ("dynshape_kernels.cpu.pool", "pool_driver", "signature", None),
+    "conv": ("dynshape_kernels.cpu.conv", "conv_driver", "signature", None),
+    "fused": ("dynshape_kernels.cpu.fused", "fused_driver", "signature", FUSED_DTYPES),
 }
+_resolved = {}      # family -> (python function, signature function)
+
+
+def _resolve(family):
+    hit = _resolved.get(family)
+    if hit is None:
+        module, fn, sig, _ = _DRIVERS[family]
+        m = importlib.import_module(module) if isinstance(module, str) else module
+        hit = _resolved[family] = (getattr(m, fn), getattr(m, sig))
+    return hit
+
 
 _loaded = {}
 _lock = threading.Lock()
 _package = None     # the kernel package drivers come from (dynshape.package), or None
 
 
-_DTYPES = {}        # family -> dtypes declared at registration (families outside the catalog)
-
-
-def register(family, py_func, signature, dtypes=None):
-    """Add a family's driver (used by the kernel modules of other families). ``dtypes``: the
-    dtypes it is compiled for, needed only by a family without a catalog entry (packages)."""
-    _DRIVERS[family] = (py_func, signature)
-    if dtypes is not None:
-        _DTYPES[family] = tuple(dtypes)
+def register(family, module, function, signature, dtypes=None):
+    """Add (or replace) a family's driver: ``module`` (a dotted name, imported on first use,
+    or a module object) defines ``function`` (the Python driver) and ``signature(dtype)``
+    (its one argument signature). ``dtypes``: the dtypes it is built for, needed only by a
+    family without a catalog entry."""
+    _DRIVERS[family] = (module, function, signature,
+                        tuple(dtypes) if dtypes is not None else None)
+    _resolved.pop(family, None)
 
 
 def registered():
-    """The families that have a registered driver."""
+    """The families that have a driver."""
     return sorted(_DRIVERS)
 
 
 def declared_dtypes(family):
-    """The dtypes declared with ``register``, or None."""
-    return _DTYPES.get(family)
+    """The dtypes declared for a family outside the catalog, or None."""
+    return _DRIVERS[family][3]
 
 
 def function_name(family):
     """The qualified name of the Python function behind a family's driver (families that
     share one, like unary and copy, share Numba's cache index: compile them in one process)."""
-    f = _DRIVERS[family][0]
-    return f"{f.__module__}.{f.__qualname__}"
+    module, fn, _, _ = _DRIVERS[family]
+    return f"{getattr(module, '__name__', module)}.{fn}"
 
 
 def signature(family, dtype):
     """The one argument signature the driver of ``(family, dtype)`` is compiled for."""
-    return _DRIVERS[family][1](dtype)
+    return _resolve(family)[1](dtype)
 
 
 def use_package(package):
@@ -99,7 +98,7 @@ def get(family, dtype):
         with _lock:
             disp = _loaded.get(key)
             if disp is None:
-                py_func, sig = _DRIVERS[family]
+                py_func, sig = _resolve(family)
                 if _package is None:
                     disp = njit(**_OPTS)(py_func)
                     disp.compile(sig(dtype))
@@ -138,7 +137,7 @@ def load_cached(family, dtype):
     if _package is not None:
         get(family, dtype)
         return True
-    py_func, sig = _DRIVERS[family]
+    py_func, sig = _resolve(family)
     disp = njit(**_OPTS)(py_func)
     try:
         with event.install_listener("numba:compile", _RefuseCompile()):

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 import dynshape
 from dynshape import config, conv_executor, testing
 from dynshape.errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
-from dynshape_kernels.cpu.conv import DIRECT_SLOT, N_SLOTS
+from dynshape_kernels.abi.tiles import CONV_DIRECT_SLOT as DIRECT_SLOT, CONV_TILES
+N_SLOTS = len(CONV_TILES)
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

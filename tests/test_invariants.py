@@ -155,7 +155,7 @@ def test_background_optimization_swaps_in_atomically(fresh_cache):
 
 def test_driver_never_writes_outside_the_output_even_with_a_bad_table():
     """Offsets beyond the plane or negative ones resolve to empty tiles in the driver."""
-    from dynshape_kernels.common_area import E_NCOL
+    from dynshape_kernels.abi.common_area import E_NCOL
     from dynshape_kernels.catalog import CATALOG
     from dynshape.layout import plane
     from dynshape.param_table import ParamTable

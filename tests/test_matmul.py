@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import dynshape
 from dynshape import config, testing
 from dynshape.matmul_executor import MatmulTable, build_table
-from dynshape_kernels.cpu.gemm import SLOTS_F32
+from dynshape_kernels.abi.tiles import MATMUL_SLOTS_F32 as SLOTS_F32
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

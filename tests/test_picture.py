@@ -12,8 +12,8 @@ from dynshape.errors import ShapeError
 from dynshape.param_table import ParamTable
 from dynshape.picture import COLOURS, KINDS, counts, figure, plot_table, tile_rectangles
 from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.common_area import E_MODE0, E_MODE1
-from dynshape_kernels.tail_mode import ANCHOR_END, ANCHOR_START, DISCARD, OVERLAP, VARIABLE_FULL
+from dynshape_kernels.abi.common_area import E_MODE0, E_MODE1
+from dynshape_kernels.abi.tail_mode import ANCHOR_END, ANCHOR_START, DISCARD, OVERLAP, VARIABLE_FULL
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -10,9 +10,9 @@ from dynshape import config, testing
 from dynshape.ops.pool import output_size
 from dynshape.pool_executor import PoolTable
 from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.common_area import E_OFF0, E_OFF1
-from dynshape_kernels.cpu.pool import E_IH0, E_IW0
-from dynshape_kernels.tail_mode import VARIABLE_FULL
+from dynshape_kernels.abi.common_area import E_OFF0, E_OFF1
+from dynshape_kernels.abi.pool_table import E_IH0, E_IW0
+from dynshape_kernels.abi.tail_mode import VARIABLE_FULL
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

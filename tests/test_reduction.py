@@ -9,8 +9,8 @@ from dynshape import config, testing
 from dynshape.bucket import bucket
 from dynshape.reduce_executor import WalkTiling
 from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.common_area import STRAT_COLUMNS, STRAT_LANES
-from dynshape_kernels.tail_mode import OVERLAP, TailMode
+from dynshape_kernels.abi.common_area import STRAT_COLUMNS, STRAT_LANES
+from dynshape_kernels.abi.tail_mode import OVERLAP, TailMode
 
 DTYPES = ("float32", "float64", "int32", "int64")
 OPS = ("sum", "mean", "max", "min", "argmax", "argmin")

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 import dynshape
 from dynshape import config, testing
 from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.tail_mode import OVERLAP, TailMode
+from dynshape_kernels.abi.tail_mode import OVERLAP, TailMode
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

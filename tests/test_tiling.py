@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.tail_mode import (ANCHOR_END, DISCARD, OVERLAP, VARIABLE_FULL,
+from dynshape_kernels.abi.tail_mode import (ANCHOR_END, DISCARD, OVERLAP, VARIABLE_FULL,
                                         VARIABLE_PARTIAL, TailMode)
 from hypothesis import given
 from hypothesis import strategies as st

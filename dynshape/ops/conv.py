@@ -31,7 +31,7 @@ dilations=(1, 1), group=1, kernel_shape=None, activation=None, residual=None, ou
 import math
 
 import numpy as np
-from dynshape_kernels.cpu.scalar_ops import IDENTITY, UNARY_OPS
+from dynshape_kernels.abi.vocabulary import IDENTITY, UNARY_OPS
 
 from ..errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
 from ..layout import same_view

@@ -5,7 +5,7 @@ converted first), ``div`` on integers gives float64, mixed binary dtypes promote
 ``np.result_type`` (Python scalars are weak, NEP 50).
 """
 import numpy as np
-from dynshape_kernels.cpu.scalar_ops import FLOAT_ONLY_UNARY
+from dynshape_kernels.abi.vocabulary import FLOAT_ONLY_UNARY
 
 from ..errors import ArgumentError, DomainError, DtypeError, OpAttributeError, ShapeError
 from ..layout import same_view

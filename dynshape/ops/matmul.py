@@ -7,7 +7,7 @@ FMAs in the micro-kernel's order; the error is within ``K * eps * sum_k |a_ik * 
 to ``|a| @ |b|``.
 """
 import numpy as np
-from dynshape_kernels.cpu.scalar_ops import UNARY_OPS
+from dynshape_kernels.abi.vocabulary import UNARY_OPS
 
 from ..errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
 from . import Launch, OpSpec, as_array, check_out, new_output, register

@@ -15,7 +15,7 @@ Accuracy is documented in :mod:`dynshape_kernels.cpu.reduce`.
 import math
 
 import numpy as np
-from dynshape_kernels.common_area import OUT_F64, OUT_I64, OUT_SAME
+from dynshape_kernels.abi.common_area import OUT_F64, OUT_I64, OUT_SAME
 
 from ..errors import ArgumentError, EmptyReductionError, OpAttributeError
 from . import Launch, OpSpec, as_array, check_dtype, check_out, register

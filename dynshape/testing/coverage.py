@@ -2,8 +2,8 @@
 again with the identical value for OVERLAP tiles), for plane, matmul and conv tables."""
 import numpy as np
 from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.common_area import E_MODE0, E_MODE1
-from dynshape_kernels.tail_mode import OVERLAP
+from dynshape_kernels.abi.common_area import E_MODE0, E_MODE1
+from dynshape_kernels.abi.tail_mode import OVERLAP
 
 
 def coverage(table, m, n, catalog=CATALOG, which=None):
@@ -89,7 +89,7 @@ def check_conv_table(table, N, H, W, OH, OW):
     output offset mapped through stride and padding; and for every tile and kernel tap the
     input rows and columns the driver reads (the window clipped by its own column-range rule)
     lie inside x, i.e. padding is never read from memory. Returns the count array."""
-    from dynshape_kernels.cpu.conv_layout import ENTRY_COLUMNS, T_NCOL
+    from dynshape_kernels.abi.conv_table import ENTRY_COLUMNS, T_NCOL
     from dynshape_kernels.cpu.conv_window import col_range
     col_range = getattr(col_range, "py_func", col_range)
     g = table.geo

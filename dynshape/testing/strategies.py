@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.tail_mode import TailMode
+from dynshape_kernels.abi.tail_mode import TailMode
 
 from ..extras import require
 from ..bucket import bucket

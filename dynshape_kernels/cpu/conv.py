@@ -29,9 +29,11 @@ in float32, blocked by KC and by vector lanes); the error is bounded by about
 import numpy as np
 from numba import njit, prange, types
 
+from ..abi.tiles import CONV_DIRECT_SLOT, CONV_TILES
+from ..abi.vocabulary import CONV_OPS  # noqa: F401
 from .conv_direct import direct_sizes, direct_tile
 from .conv_epilogue import finish_channel, prepare_channel, store_channel, tile_steps
-from .conv_layout import (CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB, CV_HASR,
+from ..abi.conv_table import (CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB, CV_HASR,
                           CV_IDBASE, CV_KH, CV_KW, CV_MG, CV_N, CV_NTH, CV_OH, CV_OW,
                           CV_ROFF, CV_RSC, CV_RSH, CV_RSN, CV_RSW, CV_SH, CV_SW, CV_W,
                           CV_XOFF, CV_XSC, CV_XSH, CV_XSN, CV_XSW, CV_YOFF, CV_YSC, CV_YSH,
@@ -43,10 +45,8 @@ from .gemm_ukernel import load_at
 from .steps import MAX_SIDES
 
 #: (max output channels, max output positions, unused) per slot, for every dtype
-CONV_TILES = ((192, 512, 0), (48, 192, 0), (8, 2048, 0))
-CONV_OPS = ("conv2d",)
 N_SLOTS = len(CONV_TILES)
-DIRECT_SLOT = 2
+DIRECT_SLOT = CONV_DIRECT_SLOT
 
 
 @njit(cache=True)
@@ -236,18 +236,10 @@ def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, 
                       a0, a1, prog, pattrs, sides, cgeo, lgeo)
 
 
-def _signature(dtype):
+def signature(dtype):
     ro = types.Array(getattr(types, dtype), 1, "C", readonly=True)
     rw = types.Array(getattr(types, dtype), 1, "C")
     tab = types.Array(types.int64, 2, "C", readonly=True)
     return (ro, ro, ro, ro, rw, types.Array(types.int64, 1, "C", readonly=True), tab,
             types.Array(types.float64, 1, "C", readonly=True),
             tab, ro, types.UniTuple(ro, MAX_SIDES), tab)
-
-
-def _register():
-    from .. import drivers
-    drivers.register("conv", conv_driver, _signature)
-
-
-_register()

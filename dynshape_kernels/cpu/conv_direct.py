@@ -15,7 +15,7 @@ store; the accumulators start at the bias.
 from numba import njit
 
 from .conv_epilogue import finish_channel, prepare_channel, store_channel, tile_steps
-from .conv_layout import (CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB, CV_HASR, CV_KH,
+from ..abi.conv_table import (CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB, CV_HASR, CV_KH,
                           CV_KW, CV_MG, CV_ROFF, CV_RSC, CV_RSH, CV_RSN, CV_RSW, CV_SH, CV_SW,
                           CV_W, CV_XOFF, CV_XSC, CV_XSH, CV_XSN, CV_XSW, CV_YOFF, CV_YSC,
                           CV_YSH, CV_YSN, CV_YSW)

@@ -7,12 +7,13 @@ the slot fixes the tile shape (T0 rows x T1 columns). Full tiles run a branch-fr
 (the op switch sits outside the element loop); tails follow the entry's tail mode.
 """
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
 
-from ..common_area import (C_IDBASE, C_M, C_N, C_NDOUTER, C_NOUTER, C_OPBASE, C_OPS, C_OSHAPE,
+from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NDOUTER, C_NOUTER, C_OPBASE, C_OPS, C_OSHAPE,
                            E_ANCH0, E_ANCH1, E_KID, E_MODE0, E_MODE1, E_OFF0, E_OFF1, OP_BLOCK,
                            OP_OFF, OP_OSTR, OP_SM, OP_SN)
-from ..tail_mode import ANCHOR_END, DISCARD, VARIABLE_PARTIAL
+from ..abi.tail_mode import ANCHOR_END, DISCARD, VARIABLE_PARTIAL
+from ..abi.tiles import ELEMENTWISE_TILES
 from . import mathfuncs
 from .scalar_ops import (ABS, ADD, CLIP, DIV, EXP, GELU, GELU_TANH, IDENTITY, LEAKY_RELU, LOG,
                          MAXIMUM, MINIMUM, MUL, NEG, RECIPROCAL, RELU, SIGMOID, SQRT, SUB, TANH,
@@ -24,7 +25,6 @@ from .tiles import make_tile_geometry
 # by slot. Row tiles of three lengths and a square tile for transposed access.
 # A 32x32 tile was 3x slower than 16x64 on transposed copies (cache-set conflicts of 32
 # columns with a large stride); 16x64 stays close to NumPy's blocked transpose.
-ELEMENTWISE_TILES = ((1, 512, 32), (1, 4096, 64), (1, 16384, 64), (16, 64, 8))
 N_SLOTS = len(ELEMENTWISE_TILES)
 # Below this many elements the entries run on the calling thread: waking the thread pool
 # costs more than it saves (about 10 us per parallel launch measured on this machine).
@@ -380,3 +380,25 @@ def binary_driver(a, b, o, common, entries):
     else:
         for idx in prange(total):
             _binary_entry(a, b, o, common, entries, idx % n_entries, idx // n_entries)
+
+
+def _ro(dtype):
+    return types.Array(getattr(types, dtype), 1, "C", readonly=True)
+
+
+def _rw(dtype):
+    return types.Array(getattr(types, dtype), 1, "C")
+
+
+_I64_1D = types.Array(types.int64, 1, "C", readonly=True)
+_I64_2D = types.Array(types.int64, 2, "C", readonly=True)
+
+
+def unary_signature(dtype):
+    """(x, out, common, entries, attrs) of the unary (and copy) driver."""
+    return (_ro(dtype), _rw(dtype), _I64_1D, _I64_2D, _ro(dtype))
+
+
+def binary_signature(dtype):
+    """(a, b, out, common, entries) of the binary driver."""
+    return (_ro(dtype), _ro(dtype), _rw(dtype), _I64_1D, _I64_2D)

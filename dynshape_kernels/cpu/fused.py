@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from ..common_area import (C_M, C_N, C_NOUTER, C_OPS, E_ANCH0, E_ANCH1, E_OFF0, E_OFF1,
+from ..abi.common_area import (C_M, C_N, C_NOUTER, C_OPS, E_ANCH0, E_ANCH1, E_OFF0, E_OFF1,
                            OP_BLOCK, OP_SM, OP_SN)
 from . import rowwise
 from .elementwise import (SERIAL_ELEMENTS, _map_contig, _zip_contig, _zip_scalar_a,
@@ -42,13 +42,9 @@ from .rowwise import LAYER_NORM, LOG_SOFTMAX, SOFTMAX
 from .steps import (G_COL, G_OFF, G_ROW, K_CONST_L, K_CONST_R, K_SIDE_R, K_UNARY, MAX_SIDES,
                     P_ATTR, P_CODE, P_KIND, P_SIDE, apply_steps_range)
 
-T_NONE, T_ROWWISE, T_REDUCE_ROWS, T_REDUCE_ALL = range(4)
-# control block
-F_T0, F_T1, F_TAIL, F_TCODE, F_SPLIT, F_EPS, F_NSIDES = range(7)
-F_SIZE = 7
-# columns of a tile row: a float32 row of 4096 is 16 KB, so a tile stays in L1/L2 while
-# every step of the chain runs over it
-CHUNK = 4096
+from ..abi.fused_table import (CHUNK, F_EPS, F_NSIDES, F_SIZE, F_SPLIT, F_T0,  # noqa: F401
+                               F_T1, F_TAIL, F_TCODE, FUSED_DTYPES, T_NONE, T_REDUCE_ALL,
+                               T_REDUCE_ROWS, T_ROWWISE)
 # work items per block of the parallel distribution (see _chunk)
 MAX_BLOCK = 16
 X_OP = 1
@@ -419,7 +415,7 @@ def fused_driver(x, o, oi, of, common, entries, prog, pattrs, fctl, sides):
                     pvalid)
 
 
-def _signature(dtype):
+def signature(dtype):
     def arr(dt, ro=False):
         return types.Array(getattr(types, dt), 1, "C", readonly=ro)
     i64_1d = types.Array(types.int64, 1, "C", readonly=True)
@@ -429,12 +425,3 @@ def _signature(dtype):
 
 
 #: dtypes of the fused driver (the family has no catalog entry: its steps are catalog kernels)
-FUSED_DTYPES = ("float32", "float64", "int32", "int64")
-
-
-def _register():
-    from .. import drivers
-    drivers.register("fused", fused_driver, _signature, dtypes=FUSED_DTYPES)
-
-
-_register()

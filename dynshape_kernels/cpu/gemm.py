@@ -41,31 +41,19 @@ import numba
 from numba import njit, prange, types
 from numba.extending import overload
 
-from .steps import MAX_SIDES, apply_steps, empty_program, map_inplace
+from ..abi.matmul_table import TABLE_COLS  # noqa: F401
+from ..abi.step_program import MAX_SIDES, empty_program
+from ..abi.tiles import (MATMUL_DOT_SLOT, MATMUL_NSLOTS, MATMUL_SLOTS_F32, MATMUL_SLOTS_F64,
+                         matmul_slots)
+from .steps import apply_steps, map_inplace
 from .gemm_ukernel import make_ukernel, make_dot_ukernel, load_at, store_at
 
 # --------------------------------------------------------------------------
 # static kernel slots
 # --------------------------------------------------------------------------
-#: float32 slots: (MR, NR, MC, NC, KC)
-SLOTS_F32 = (
-    (6, 64, 192, 512, 256),    # 0: large tiles
-    (6, 48, 48, 192, 256),     # 1: small / medium tiles (batched small GEMMs)
-    (24, 16, 384, 16, 512),    # 2: narrow N (N <= 16)
-    (8, 48, 8, 3072, 512),     # 3: skinny M (M <= 8), B read in place
-    (3, 8, 96, 16, 2048),      # 4: narrow N, inner-product kernel, A read in place
-)
-#: float64 slots: (MR, NR, MC, NC, KC)
-SLOTS_F64 = (
-    (6, 32, 192, 256, 256),
-    (6, 24, 48, 96, 256),
-    (24, 8, 384, 8, 512),
-    (8, 24, 8, 1536, 512),
-    (3, 8, 96, 16, 2048),
-)
-NSLOTS = 5
-#: slots whose micro-kernel is the inner-product (dot) form
-DOT_SLOT = 4
+SLOTS_F32, SLOTS_F64 = MATMUL_SLOTS_F32, MATMUL_SLOTS_F64
+NSLOTS = MATMUL_NSLOTS
+DOT_SLOT = MATMUL_DOT_SLOT
 
 _uk0 = make_ukernel((6, 4), (6, 4))
 _uk1 = make_ukernel((6, 3), (6, 3))
@@ -76,11 +64,7 @@ _ukd4 = make_dot_ukernel(3, 8)
 # max elements of the per-thread whole-K packed-B cache (reuse across tiles)
 _BREUSE_MAX_ELEMS = 2 * 1024 * 1024
 
-TABLE_COLS = 6  # slot, m0, n0, valid_m, valid_n, batch
-
-
-def _slots_for(dtype):
-    return SLOTS_F64 if np.dtype(dtype) == np.float64 else SLOTS_F32
+_slots_for = matmul_slots
 
 
 def _slot_cfg_stub(arr):
@@ -757,11 +741,3 @@ def gemm(a, b, out=None, alpha=1.0, beta=0.0, c=None, bias=None, act=None,
         sb, i(so), i(sst), i(hb), i(actc), empty_program(), np.zeros(2, dt),
         (np.zeros(1, dt),) * MAX_SIDES, np.zeros((MAX_SIDES, 4), np.int64), i(nthreads))
     return out
-
-
-def _register():
-    from .. import drivers
-    drivers.register("matmul", matmul_driver, matmul_signature)
-
-
-_register()

@@ -30,32 +30,24 @@ table never uses OVERLAP or DISCARD tails.
 import numpy as np
 from numba import njit, prange, types
 
-from ..common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1,
+from ..abi.pool_table import (E_IH0, E_IW0, P_CIP, P_DH, P_DW, P_H, P_KH,  # noqa: F401
+                              P_KW, P_PB, P_PR, P_SH, P_SW, P_W, POOL_BLOCK, POOL_BLOCK_START,
+                              POOL_NCOL)
+from ..abi.tiles import POOL_TILES
+from ..abi.vocabulary import AVG_POOL, MAX_POOL, POOL_OPS  # noqa: F401
+
+from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1,
                            E_KID, E_NCOL, E_OFF0, E_OFF1, OP_BLOCK, OP_SM, OP_SN, common_size)
 from .elementwise import outer_offset, resolve
 from .reduce import N_CHUNKS, chunk_start, nan_max
 from .scalar_ops import cast_like
 from .tiles import make_tile_geometry
 
-POOL_OPS = ("max_pool2d", "avg_pool2d")
-MAX_POOL, AVG_POOL = range(2)
 
 # Tile shapes (output rows, output columns, partial window) by slot: about 512 outputs per
 # kernel call, from narrow-and-tall (small images) to one wide row pair (wide images).
-POOL_TILES = ((16, 32, 0), (8, 64, 0), (4, 128, 0), (2, 256, 0))
 N_SLOTS = len(POOL_TILES)
 MAX_T1 = max(t[1] for t in POOL_TILES)
-
-# Extra entry columns after the standard ones (common_area.E_*): the tile's input offsets.
-E_IH0 = E_NCOL
-E_IW0 = E_NCOL + 1
-POOL_NCOL = E_NCOL + 2
-
-# Pool block of the common area, after the operand blocks (0: output, 1: input x).
-_OPERANDS = 2
-POOL_BLOCK_START = common_size(_OPERANDS)
-P_KH, P_KW, P_SH, P_SW, P_DH, P_DW, P_PB, P_PR, P_H, P_W, P_CIP = range(11)
-POOL_BLOCK = 11
 _P = POOL_BLOCK_START
 
 # Below this many window taps (outputs x kh x kw) a call runs on the calling thread: waking
@@ -306,16 +298,8 @@ def pool_driver(x, o, common, entries):
                             od, obuf)
 
 
-def _signature(dtype):
+def signature(dtype):
     dt = getattr(types, dtype)
     return (types.Array(dt, 1, "C", readonly=True), types.Array(dt, 1, "C"),
             types.Array(types.int64, 1, "C", readonly=True),
             types.Array(types.int64, 2, "C", readonly=True))
-
-
-def _register():
-    from .. import drivers
-    drivers.register("pool", pool_driver, _signature)
-
-
-_register()

@@ -35,20 +35,20 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic, overload
 
-from ..common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1, E_KID,
+from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1, E_KID,
                            E_OFF0, E_OFF1, MAX_RED, OP_BLOCK, OP_SM, OP_SN,
                            R_COUNT, R_ND, R_SHAPE, R_STR, R_STRATEGY, STRAT_COLUMNS)
+from ..abi.tiles import REDUCE_TILES
+from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noqa: F401
+                              SUM)
 from .elementwise import outer_offset, resolve
 from .tiles import make_tile_geometry
 
-REDUCE_OPS = ("sum", "mean", "max", "min", "argmax", "argmin")
-SUM, MEAN, MAX, MIN, ARGMAX, ARGMIN = range(6)
 
 # Tile shapes (rows, columns, partial window) over the output plane, by slot. The kernels
 # accept any valid length (VARIABLE_FULL); wide rows give long accumulator vectors to the
 # COLUMNS strategy, single outputs balance the threads when each output is expensive, and
 # the 8-row tile serves output planes walked with a large column stride.
-REDUCE_TILES = ((1, 1, 0), (1, 32, 0), (1, 1024, 0), (8, 128, 0))
 N_SLOTS = len(REDUCE_TILES)
 
 LW = 256          # lanes of the max/min/arg LANES strategy
@@ -449,17 +449,9 @@ def reduce_driver(x, o, oi, of, common, entries):
             _reduce_entry(x, o, oi, of, common, entries, idx % n_entries, idx // n_entries)
 
 
-def _signature(dtype):
+def signature(dtype):
     def arr(dt, ro=False):
         return types.Array(getattr(types, dt), 1, "C", readonly=ro)
     i64_1d = types.Array(types.int64, 1, "C", readonly=True)
     i64_2d = types.Array(types.int64, 2, "C", readonly=True)
     return (arr(dtype, True), arr(dtype), arr("int64"), arr("float64"), i64_1d, i64_2d)
-
-
-def _register():
-    from .. import drivers
-    drivers.register("reduce", reduce_driver, _signature)
-
-
-_register()

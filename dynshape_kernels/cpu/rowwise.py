@@ -28,9 +28,12 @@ is written, and a row is only ever touched by the entry that owns it).
 import numpy as np
 from numba import njit, prange, types
 
-from ..common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1,
+from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1,
                            E_KID, E_OFF0, E_OFF1, MAX_RED, OP_BLOCK, OP_SM, OP_SN, R_COUNT,
                            R_STR, R_STRATEGY, STRAT_COLUMNS)
+from ..abi.tiles import ROWWISE_TILES
+from ..abi.vocabulary import (LAYER_NORM, LOG_SOFTMAX, RMS_NORM, ROWWISE_OPS,  # noqa: F401
+                              SOFTMAX)
 from . import mathfuncs
 from .elementwise import outer_offset, resolve
 from .reduce import (N_CHUNKS, _ext_run, _sum_run, chunk_start, nan_max, red_offset, red_runs,
@@ -38,12 +41,9 @@ from .reduce import (N_CHUNKS, _ext_run, _sum_run, chunk_start, nan_max, red_off
 from .scalar_ops import cast_like
 from .tiles import make_tile_geometry
 
-ROWWISE_OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
-SOFTMAX, LOG_SOFTMAX, LAYER_NORM, RMS_NORM = range(4)
 
 # Tile shapes (rows, columns, partial window) over the kept plane, by slot: one row per call
 # for long rows, bundles of rows for short ones, and a wide tile for COLUMNS vectors.
-ROWWISE_TILES = ((1, 1, 0), (1, 8, 0), (1, 64, 0), (1, 512, 0))
 N_SLOTS = len(ROWWISE_TILES)
 
 OUT, X, W, B = range(4)
@@ -393,17 +393,9 @@ def rowwise_driver(x, w, b, o, common, entries, fattrs):
                            eps, hw, hb)
 
 
-def _signature(dtype):
+def signature(dtype):
     ro = types.Array(getattr(types, dtype), 1, "C", readonly=True)
     rw = types.Array(getattr(types, dtype), 1, "C")
     return (ro, ro, ro, rw, types.Array(types.int64, 1, "C", readonly=True),
             types.Array(types.int64, 2, "C", readonly=True),
             types.Array(types.float64, 1, "C", readonly=True))
-
-
-def _register():
-    from .. import drivers
-    drivers.register("rowwise", rowwise_driver, _signature)
-
-
-_register()

@@ -10,18 +10,10 @@ from numba.extending import overload
 
 from . import mathfuncs
 
-# unary op codes
-RELU, ABS, NEG, EXP, LOG, SQRT, RECIPROCAL, SIGMOID, TANH, GELU, GELU_TANH, SILU, \
-    LEAKY_RELU, CLIP, IDENTITY = range(15)
-UNARY_OPS = ("relu", "abs", "neg", "exp", "log", "sqrt", "reciprocal", "sigmoid", "tanh",
-             "gelu", "gelu_tanh", "silu", "leaky_relu", "clip", "copy")
-# ops that only exist for floating point (integer inputs are promoted to float64 first)
-FLOAT_ONLY_UNARY = frozenset({"exp", "log", "sqrt", "reciprocal", "sigmoid", "tanh", "gelu",
-                              "gelu_tanh", "silu", "leaky_relu"})
-
-# binary op codes
-ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM = range(7)
-BINARY_OPS = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
+from ..abi.vocabulary import (ABS, ADD, BINARY_OPS, CLIP, DIV, EXP,  # noqa: F401
+                              FLOAT_ONLY_UNARY, GELU, GELU_TANH, IDENTITY, LEAKY_RELU, LOG,
+                              MAXIMUM, MINIMUM, MUL, NEG, POW, RECIPROCAL, RELU, SIGMOID,
+                              SILU, SQRT, SUB, TANH, UNARY_OPS)
 
 
 def cast_like(arr, v):

@@ -33,17 +33,9 @@ from .scalar_ops import (ABS, ADD, CLIP, DIV, EXP, GELU, GELU_TANH, IDENTITY, LE
                          MAXIMUM, MINIMUM, MUL, NEG, RECIPROCAL, RELU, SIGMOID, SQRT, SUB, TANH,
                          binary_scalar, float_unary, int_pow, relu, vmax, vmin)
 
-K_UNARY = 0
-K_SIDE_R = 1
-K_SIDE_L = 2
-K_CONST_R = 3
-K_CONST_L = 4
-
-MAX_SIDES = 4
-PROG_COLS = 4
-# column of ``prog`` / of ``sgeo``
-P_KIND, P_CODE, P_SIDE, P_ATTR = range(4)
-G_OFF, G_OUTER, G_ROW, G_COL = range(4)
+from ..abi.step_program import (G_COL, G_OFF, G_OUTER, G_ROW, K_CONST_L,  # noqa: F401
+                                K_CONST_R, K_SIDE_L, K_SIDE_R, K_UNARY, MAX_SIDES, P_ATTR,
+                                P_CODE, P_KIND, P_SIDE, PROG_COLS, empty_program)
 
 # strided side inputs are gathered into a scratch row of at most this many elements
 GATHER_CHUNK = 1024
@@ -299,8 +291,3 @@ def apply_steps(prog, pattrs, buf, boff, ld, nrows, ncols, row0, col0, outer, si
     """
     apply_steps_range(prog, 0, prog.shape[0], pattrs, buf, boff, ld, nrows, ncols, row0, col0,
                       outer, sides, sgeo)
-
-
-def empty_program():
-    """A program of no steps (for drivers called without an epilogue)."""
-    return np.zeros((0, PROG_COLS), np.int64)

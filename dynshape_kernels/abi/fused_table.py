@@ -1,0 +1,13 @@
+"""The control block of the fused-sequence driver and its tail kinds.
+
+A fused table's control block ``ctrl`` (int64, F_SIZE) holds the tile shape, the tail kind
+(none, a row-wise op, a reduction over rows or over everything), its op code, the step index
+where the tail starts, the epsilon slot and the number of side inputs.
+"""
+T_NONE, T_ROWWISE, T_REDUCE_ROWS, T_REDUCE_ALL = range(4)
+F_T0, F_T1, F_TAIL, F_TCODE, F_SPLIT, F_EPS, F_NSIDES = range(7)
+F_SIZE = 7
+#: columns of a tile row: a float32 row of 4096 is 16 KB, so a tile stays in L1/L2 while
+#: every step of the chain runs over it
+CHUNK = 4096
+FUSED_DTYPES = ("float32", "float64", "int32", "int64")

@@ -1,0 +1,40 @@
+"""The tile slots each family's static kernels are compiled for: ``(T0, T1, w)`` per slot,
+``w`` the VARIABLE_PARTIAL window (0: none). Part of the catalog (kernel ids)."""
+
+#: unary, binary and copy: three row tiles and a 2-D tile for transposed access
+ELEMENTWISE_TILES = ((1, 512, 32), (1, 4096, 64), (1, 16384, 64), (16, 64, 8))
+#: reductions: tiles of the kept plane; the reduced dimensions are walked inside
+REDUCE_TILES = ((1, 1, 0), (1, 32, 0), (1, 1024, 0), (8, 128, 0))
+#: row-wise ops: tiles of rows; the normalized dimensions are walked inside
+ROWWISE_TILES = ((1, 1, 0), (1, 8, 0), (1, 64, 0), (1, 512, 0))
+#: pooling: tiles of the output plane (OH x OW)
+POOL_TILES = ((16, 32, 0), (8, 64, 0), (4, 128, 0), (2, 256, 0))
+#: conv2d: (output channels, output positions) per tile; the last slot is the direct
+#: (depthwise) kernel
+CONV_TILES = ((192, 512, 0), (48, 192, 0), (8, 2048, 0))
+CONV_DIRECT_SLOT = 2
+
+#: matmul micro-kernel slots per dtype: (MR, NR, MC, NC, KC)
+MATMUL_SLOTS_F32 = (
+    (6, 64, 192, 512, 256),    # 0: large tiles
+    (6, 48, 48, 192, 256),     # 1: small / medium tiles (batched small GEMMs)
+    (24, 16, 384, 16, 512),    # 2: narrow N (N <= 16)
+    (8, 48, 8, 3072, 512),     # 3: skinny M (M <= 8), B read in place
+    (3, 8, 96, 16, 2048),      # 4: narrow N, inner-product kernel, A read in place
+)
+MATMUL_SLOTS_F64 = (
+    (6, 32, 192, 256, 256),
+    (6, 24, 48, 96, 256),
+    (24, 8, 384, 8, 512),
+    (8, 24, 8, 1536, 512),
+    (3, 8, 96, 16, 2048),
+)
+MATMUL_NSLOTS = 5
+#: the slot whose micro-kernel is the inner-product (dot) form
+MATMUL_DOT_SLOT = 4
+
+
+def matmul_slots(dtype):
+    """The (MR, NR, MC, NC, KC) slots of ``dtype`` (float32 or float64)."""
+    import numpy as np
+    return MATMUL_SLOTS_F64 if np.dtype(dtype) == np.float64 else MATMUL_SLOTS_F32
