@@ -43,9 +43,10 @@ Layout::
     <package>/cache/dynshape_kernels/cpu/elementwise.unary_driver-<line>.py311.1.nbc ...
 
 Loading verifies everything first (signature, manifest checksum, every file's size and
-SHA-256, no file missing or extra, compatibility) and activates nothing when any check fails. Once a package
-is active without ``allow_compile``, any compilation of a dynshape function raises
-:class:`PackageError` instead (a driver the package lacks is named by family and dtype).
+SHA-256, no file missing or extra, compatibility) and activates nothing when any check
+fails. Once a package is active without ``allow_compile``, any compilation of a dynshape
+function raises :class:`PackageError` instead (a driver the package lacks is named by family
+and dtype).
 Packages are built by ``dynshape pregenerate`` (:mod:`dynshape.pregenerate`).
 """
 import contextlib
