@@ -9,6 +9,8 @@ Files, in the configuration directory (``DYNSHAPE_CONFIG_DIR``, else
 ``$XDG_CONFIG_HOME/dynshape``, else ``~/.config/dynshape``; created with mode 0700)::
 
     signing_key.pem   this user's private key (PKCS#8 PEM, mode 0600), created on first use
+    signing_key.pub   its public key line (read when checking, so that a package signed by
+                      this user's key is checked without parsing the private key)
     trusted_keys      public keys whose packages load here, one key line each
 
 A key line is ``dynshape-ed25519 <base64 of the 32-byte public key> [name]``; ``dynshape keys
@@ -33,6 +35,7 @@ ENV_CONFIG = "DYNSHAPE_CONFIG_DIR"
 ENV_TRUSTED = "DYNSHAPE_TRUSTED_KEYS"
 KEY_TYPE = "dynshape-ed25519"
 OWN_KEY = "signing_key.pem"
+OWN_PUBLIC = "signing_key.pub"
 TRUST_STORE = "trusted_keys"
 SIGNATURE = "signature.json"
 SIGNATURE_FORMAT = 1
@@ -136,7 +139,7 @@ def _write_new(path, data, mode):
 
 def create_key(path):
     """Create a new private key at ``path`` (PKCS#8 PEM, mode 0600) unless one exists there;
-    return its public key."""
+    return its public key (for this user's own key also written to ``signing_key.pub``)."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     pem = Ed25519PrivateKey.generate().private_bytes(
@@ -149,7 +152,7 @@ def create_key(path):
 def load_private_key(path=None):
     """``(private key, PublicKey)`` of the PEM file ``path`` (an unencrypted Ed25519 key, as
     ``openssl genpkey -algorithm ed25519`` writes). Without ``path``: this user's own key,
-    created on first use."""
+    created on first use (and ``signing_key.pub`` brought up to date with it)."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     if path is None:
@@ -168,7 +171,26 @@ def load_private_key(path=None):
                               "signed with Ed25519 keys (openssl genpkey -algorithm ed25519)")
     raw = key.public_key().public_bytes(serialization.Encoding.Raw,
                                         serialization.PublicFormat.Raw)
-    return key, PublicKey(raw, _key_name(path))
+    public = PublicKey(raw, _key_name(path))
+    if os.path.abspath(path) == own_key_path():
+        _write_public(public)
+    return key, public
+
+
+def _write_public(public):
+    path = os.path.join(config_dir(), OWN_PUBLIC)
+    text = public.line() + "\n"
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return
+    except OSError:
+        pass
+    fd, tmp = tempfile.mkstemp(dir=config_dir(), prefix=".new-")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
 
 
 def _key_name(path):
@@ -183,8 +205,13 @@ def _key_name(path):
 
 
 def own_public_key():
-    """This user's public key if the key pair exists (never creates it), else None."""
-    return load_private_key(own_key_path())[1] if os.path.exists(own_key_path()) else None
+    """This user's public key if the key pair exists (never creates it), else None: read from
+    ``signing_key.pub`` (rewritten whenever the private key is used) if present."""
+    pem, pub = own_key_path(), os.path.join(config_dir(), OWN_PUBLIC)
+    if not os.path.exists(pem):
+        return None
+    keys = read_key_lines(pub) if os.path.exists(pub) else []
+    return keys[0] if len(keys) == 1 else load_private_key(pem)[1]
 
 
 # ---------------------------------------------------------------- trust

@@ -41,7 +41,12 @@ def test_the_own_key_is_created_on_first_use_private_and_once(config):
     assert stat.S_IMODE(os.stat(signing.own_key_path()).st_mode) == 0o600
     assert signing.load_private_key()[1] == public == signing.own_public_key()
     assert signing.create_key(signing.own_key_path()) == public      # never replaced
-    assert os.listdir(config) == ["signing_key.pem"]                  # no temporary file left
+    assert sorted(os.listdir(config)) == ["signing_key.pem", "signing_key.pub"]   # no tmp left
+    assert (config / "signing_key.pub").read_text() == public.line() + "\n"
+    # a key replaced by hand (openssl genpkey) is the own key from its first use on
+    os.unlink(signing.own_key_path())
+    other = signing.create_key(signing.own_key_path())
+    assert other != public and signing.own_public_key() == other
     assert "@" in public.name
 
 
