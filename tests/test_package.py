@@ -566,3 +566,18 @@ def test_a_package_signed_with_another_key_from_the_command_line(built, tmp_path
                               signer=p.signer.fingerprint)))
     """, {package.ENV: str(out), "DYNSHAPE_CONFIG_DIR": host["DYNSHAPE_CONFIG_DIR"]}, empty)
     assert got == {"ok": True, "active": True, "signer": key.fingerprint}
+
+
+def test_persisted_tables_stay_data_a_pickled_member_is_refused_unread(tmp_path):
+    """Unlike a package, a parameter table holds no code: a pickled member is never read."""
+    import numpy as np
+    marker = tmp_path / "payload_ran"
+    path = tmp_path / "table.npz"
+    np.savez(path, header=np.array([_Touch(marker)], dtype=object),
+             entries=np.zeros((1, 7), np.int64), common=np.zeros(4, np.int64),
+             checksum=np.zeros(32, np.uint8))
+    with pytest.raises(dynshape.TableFormatError, match="not a readable parameter-table file"):
+        dynshape.ParamTable.load(str(path))
+    assert not marker.exists()
+    np.load(path, allow_pickle=True)["header"]            # the payload is live
+    assert marker.exists()
