@@ -16,6 +16,9 @@ loader to keep in step with Numba (``numba.pycc`` is deprecated and not used).
   contents only, so neither the package nor the sources need to sit where they were built.
   While a package is active the cache locator reads a function from the package when the
   package holds its index, and never writes there.
+- Verified bytes only: :func:`load_package` copies each file into a private temporary
+  directory (mode 0700) as it hashes it, and Numba reads that copy, so a file changed in
+  the package after loading (drivers load lazily) is never read.
 - Exact: an index holds only the packaged entries: the chosen drivers' signatures and the
   functions compiled while ``dynshape`` is imported (the simplified-combination builder).
   Functions a driver calls are linked into the driver's object code and need no entry.
@@ -28,7 +31,7 @@ loader to keep in step with Numba (``numba.pycc`` is deprecated and not used).
   file's size and SHA-256, is signed with an Ed25519 key (:mod:`dynshape.signing`: keys, trust
   store, ``DYNSHAPE_TRUSTED_KEYS``). Loading checks the signature against the trusted keys
   first, then every file, and only then lets Numba open a file: the cache locator is pointed
-  at the package when everything has passed. An unsigned package or one signed by a key not
+  at the verified copy when everything has passed. An unsigned package or one signed by a key not
   trusted here loads only with ``allow_unsigned`` (it then runs code nobody vouched for); a
   signature that does not match is always refused.
 
@@ -49,11 +52,14 @@ function raises :class:`PackageError` instead (a driver the package lacks is nam
 and dtype).
 Packages are built by ``dynshape pregenerate`` (:mod:`dynshape.pregenerate`).
 """
+import atexit
 import contextlib
 import hashlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -186,11 +192,16 @@ def write_manifest(package_dir, manifest):
     return manifest
 
 
-def file_digest(path):
+def file_digest(path, copy_to=None):
+    """SHA-256 (hex) of the file ``path``; with ``copy_to``, of exactly the bytes written
+    there, a copy of the file."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open(path, "rb") as f, \
+            (open(copy_to, "xb") if copy_to else contextlib.nullcontext()) as out:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
+            if out is not None:
+                out.write(block)
     return h.hexdigest()
 
 
@@ -272,8 +283,9 @@ def verify(path, trusted_keys=None, allow_unsigned=False):
     return _verify(path, trusted_keys, allow_unsigned)[0]
 
 
-def _verify(path, trusted_keys, allow_unsigned):
-    """``(manifest, signer)``, see :func:`verify`."""
+def _verify(path, trusted_keys, allow_unsigned, snapshot=None):
+    """``(manifest, signer)``, see :func:`verify`. With ``snapshot`` (a private directory),
+    the files are copied there as they are hashed: the copy holds the bytes verified."""
     if not os.path.isdir(path):
         raise PackageError(f"{path}: not a kernel package (no such directory)")
     raw = _read(os.path.join(path, MANIFEST))
@@ -310,7 +322,7 @@ def _verify(path, trusted_keys, allow_unsigned):
         size = os.path.getsize(full)
         if size != files[rel]["size"]:
             sizes.append(f"{rel} ({size} bytes, manifest: {files[rel]['size']})")
-        elif file_digest(full) != files[rel]["sha256"]:
+        elif file_digest(full, _snapshot_path(snapshot, rel)) != files[rel]["sha256"]:
             sums.append(rel)
     _listed(problems, "files of the wrong size (truncated or appended to)", sizes)
     _listed(problems, "files failing their SHA-256 checksum", sums)
@@ -321,6 +333,14 @@ def _verify(path, trusted_keys, allow_unsigned):
         raise PackageError(f"kernel package {path} is corrupt, nothing was loaded: "
                            + "; ".join(problems))
     return manifest, signer
+
+
+def _snapshot_path(snapshot, rel):
+    if snapshot is None:
+        return None
+    full = os.path.join(snapshot, *rel.split("/"))
+    os.makedirs(os.path.dirname(full), mode=0o700, exist_ok=True)
+    return full
 
 
 # ---------------------------------------------------------------- the active package
@@ -375,12 +395,14 @@ class KernelPackage:
     """A verified kernel package. ``active``: drivers come from it; ``refused``: why it was
     not used (only with ``allow_compile``); ``signer``: the trusted key that signed it (None:
     loaded with ``allow_unsigned``); ``seconds``: time :func:`load_package` spent verifying
-    it."""
+    it; ``snapshot``: the private copy of its verified files that Numba reads (removed when
+    the process exits)."""
 
-    def __init__(self, path, manifest, allow_compile, signer=None):
+    def __init__(self, path, manifest, allow_compile, signer=None, snapshot=None):
         self.path = os.path.abspath(path)
         self.manifest = manifest
         self.signer = signer
+        self.snapshot = snapshot
         self.allow_compile = bool(allow_compile)
         self.drivers = frozenset((d["family"], d["dtype"]) for d in manifest["drivers"])
         self.active = False
@@ -390,7 +412,8 @@ class KernelPackage:
 
     @property
     def cache_dir(self):
-        return os.path.join(self.path, CACHE)
+        """The cache root Numba reads: the verified copy (the package itself without one)."""
+        return os.path.join(self.snapshot or self.path, CACHE)
 
     def load_driver(self, family, dtype, py_func, signature, options):
         """The driver of ``(family, dtype)`` (the hook ``dynshape_kernels.drivers`` calls):
@@ -495,11 +518,18 @@ def load_package(path, allow_compile=False, trusted_keys=None, allow_unsigned=Fa
     used (``package.refused`` says why) and drivers load or compile as without a package.
     """
     t0 = time.perf_counter()
-    manifest, signer = _verify(path, trusted_keys, allow_unsigned)
-    pkg = KernelPackage(path, manifest, allow_compile, signer)
-    problems = incompatibilities(manifest)
+    snapshot = tempfile.mkdtemp(prefix="dynshape-package-")      # mode 0700: this user's
+    try:
+        manifest, signer = _verify(path, trusted_keys, allow_unsigned, snapshot)
+        problems = incompatibilities(manifest)
+    except BaseException:
+        shutil.rmtree(snapshot, ignore_errors=True)
+        raise
+    pkg = KernelPackage(path, manifest, allow_compile, signer, snapshot)
     pkg.seconds = time.perf_counter() - t0
     if problems:
+        shutil.rmtree(snapshot, ignore_errors=True)
+        pkg.snapshot = None
         msg = (f"kernel package {pkg.path} was built for another host or version: "
                + "; ".join(problems) + ". Rebuild it here with `dynshape pregenerate`")
         if not allow_compile:
@@ -508,8 +538,19 @@ def load_package(path, allow_compile=False, trusted_keys=None, allow_unsigned=Fa
         warnings.warn(msg + "; compiling instead (allow_compile=True).", PackageWarning,
                       stacklevel=2)
         return pkg
+    if not _snapshots:
+        atexit.register(_remove_snapshots)
+    _snapshots.append(snapshot)
     _activate(pkg)
     return pkg
+
+
+_snapshots = []          # verified copies of the packages loaded by this process
+
+
+def _remove_snapshots():
+    for path in _snapshots:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def from_environment():

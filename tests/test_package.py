@@ -581,3 +581,67 @@ def test_persisted_tables_stay_data_a_pickled_member_is_refused_unread(tmp_path)
     assert not marker.exists()
     np.load(path, allow_pickle=True)["header"]            # the payload is live
     assert marker.exists()
+
+
+_CHANGE_AFTER_LOADING = """
+    import json, os, pickle, sys
+    import numpy as np
+    import dynshape
+    from dynshape_kernels import drivers
+    path, marker = sys.argv[1:3]
+    pkg = dynshape.package.active_package()
+    before = [f"{f}/{d}" for f, d in drivers.loaded()]
+
+    class Touch:
+        def __reduce__(self):
+            return (open, (marker, "x"))
+    payload = pickle.dumps(Touch(), protocol=2)
+    for d, _, names in os.walk(os.path.join(path, "cache")):     # after the checks
+        for n in names:
+            with open(os.path.join(d, n), "rb") as f:
+                data = f.read()
+            with open(os.path.join(d, n), "wb") as f:
+                f.write(payload + data)
+    x = np.linspace(-1, 1, 1000, dtype=np.float32)
+    ok = bool(np.array_equal(dynshape.run("relu", x), np.maximum(x, 0)))
+    print(json.dumps(dict(before=before, ok=ok, marker=os.path.exists(marker),
+                          snapshot=pkg.snapshot, reads=pkg.cache_dir)))
+"""
+
+
+def test_files_changed_after_loading_are_never_read(pkg, tmp_path):
+    """Drivers load lazily; Numba reads the verified private copy, not the package."""
+    marker = tmp_path / "payload_ran"
+    empty = tmp_path / "empty_cache"
+    empty.mkdir()
+    got = _python(_CHANGE_AFTER_LOADING, {package.ENV: str(pkg)}, empty, pkg, marker)
+    assert "unary/float32" not in got["before"]        # so it loads after the change
+    assert got["ok"] and not got["marker"] and not marker.exists()
+    assert got["reads"] == os.path.join(got["snapshot"], "cache")
+    assert not got["snapshot"].startswith(str(pkg))
+    assert not os.path.exists(got["snapshot"])          # removed when the process exited
+    with pytest.raises(package.PackageError, match="wrong size"):     # the change is real
+        package.verify(str(pkg))
+
+
+def test_the_verified_copy_is_private_and_a_refused_package_leaves_none(pkg, tmp_path,
+                                                                        monkeypatch):
+    import stat
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    os.mkdir(tmp_path / "tmp")
+    p = package.load_package(str(pkg))
+    try:
+        assert os.path.dirname(p.snapshot) == str(tmp_path / "tmp")
+        assert stat.S_IMODE(os.stat(p.snapshot).st_mode) == 0o700
+        assert package.package_files(p.snapshot) == sorted(p.manifest["files"])
+        for rel in p.manifest["files"]:
+            assert (pkg / rel).read_bytes() == open(os.path.join(p.snapshot, rel), "rb").read()
+    finally:
+        package.unload_package()
+    shutil.rmtree(p.snapshot)
+    _edit_manifest(pkg, lambda m: m["versions"].update(numba="0.1.0"))
+    _refused(pkg, "another host or version")
+    _a_data_file(pkg).write_bytes(b"changed")
+    _refused(pkg, "wrong size")
+    assert os.listdir(tmp_path / "tmp") == []
