@@ -14,8 +14,8 @@ loader to keep in step with Numba (``numba.pycc`` is deprecated and not used).
   ``cache/dynshape_kernels/cpu``) instead of Numba's hash of the absolute source directory,
   and the source stamp (``dynshape_kernels.cache_locator.module_hash``) hashes file names and
   contents only, so neither the package nor the sources need to sit where they were built.
-  While a package is active the cache locator reads a function from the package when the
-  package holds its index, and never writes there.
+  While a package is active the cache locator reads a function from (the verified copy
+  of) the package when the package holds its index, and never writes there.
 - Verified bytes only: :func:`load_package` copies each file into a private temporary
   directory (mode 0700) as it hashes it, and Numba reads that copy, so a file changed in
   the package after loading (drivers load lazily) is never read.
@@ -26,14 +26,14 @@ loader to keep in step with Numba (``numba.pycc`` is deprecated and not used).
   own version and treats a mismatch as a plain miss (it would compile). The manifest records
   those, the other versions, the catalog hash and the source stamps; :func:`load_package`
   compares them with this host and refuses a mismatch, naming it.
-
 - Signed: a package is code (Numba unpickles its files), so the manifest, which lists every
-  file's size and SHA-256, is signed with an Ed25519 key (:mod:`dynshape.signing`: keys, trust
-  store, ``DYNSHAPE_TRUSTED_KEYS``). Loading checks the signature against the trusted keys
-  first, then every file, and only then lets Numba open a file: the cache locator is pointed
-  at the verified copy when everything has passed. An unsigned package or one signed by a key not
-  trusted here loads only with ``allow_unsigned`` (it then runs code nobody vouched for); a
-  signature that does not match is always refused.
+  file's size and SHA-256, is signed with an Ed25519 key (:mod:`dynshape.signing`: keys,
+  trust store, ``DYNSHAPE_TRUSTED_KEYS``). Loading checks the signature against the trusted
+  keys first, then every file, and only then lets Numba open a file: the cache locator is
+  pointed at the verified copy when everything has passed. An unsigned package or one
+  signed by a key not trusted here loads only with ``allow_unsigned`` (it then runs code
+  nobody vouched for); a signature that does not match is always refused. This holds for
+  every file a package lists, whatever its target.
 
 Layout::
 
