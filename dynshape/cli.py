@@ -66,8 +66,23 @@ def main(argv=None):
     pg.add_argument("--force", action="store_true", help="replace an existing package")
     pg.add_argument("--no-check", action="store_true",
                     help="skip loading the new package in a fresh process")
+    pg.add_argument("--sign", metavar="KEY", help="sign with this Ed25519 private key (PEM; "
+                    "default: your own key, created on first use in the config directory)")
+    ks = sub.add_parser("keys", help="signing keys: packages load only when signed by a "
+                        "trusted key")
+    ka = ks.add_subparsers(dest="action", required=True)
+    ke = ka.add_parser("export", help="print your public key line (give it to the hosts "
+                       "that load your packages)")
+    ke.add_argument("--key", metavar="KEY", help="the public key of this private key (PEM) "
+                    "instead of your own")
+    kt = ka.add_parser("trust", help="trust packages signed by a public key")
+    kt.add_argument("source", help="a file holding key lines (from `dynshape keys export`), "
+                    "or - for standard input")
+    ka.add_parser("list", help="show your key and the keys trusted here")
     args = ap.parse_args(argv)
 
+    if args.cmd == "keys":
+        return _keys(args)
     import dynshape
     try:
         return _dispatch(args, dynshape)
@@ -85,7 +100,7 @@ def _dispatch(args, dynshape):
         try:
             build(args.out, args.family, args.dtype, tuple(args.target or TARGETS),
                   cache_dir=args.cache, fresh=args.fresh, force=args.force,
-                  verify_load=not args.no_check)
+                  verify_load=not args.no_check, sign_key=args.sign)
         except dynshape.DynshapeError as exc:
             print(f"dynshape: {exc}", file=sys.stderr)
             return 2
@@ -139,6 +154,39 @@ def _print_catalog(dynshape):
     for f in others:
         print(f"  {f:8s} cpu: one driver per dtype ({', '.join(drivers.declared_dtypes(f))}) "
               f"running step programs of the kernels above tile by tile (dynshape.fuse)")
+
+
+def _keys(args):
+    """``dynshape keys export|trust|list``: move public keys between hosts."""
+    from . import signing
+    try:
+        if args.action == "export":
+            print(signing.load_private_key(args.key)[1].line())
+        elif args.action == "trust":
+            if args.source == "-":
+                keys = [signing.parse_key_line(line, "standard input")
+                        for line in sys.stdin.read().splitlines()
+                        if line.strip() and not line.lstrip().startswith("#")]
+            else:
+                keys = signing.read_key_lines(args.source)
+            if not keys:
+                raise signing.SigningKeyError(f"{args.source}: no key lines")
+            for k in keys:
+                added = signing.trust(k)
+                print(("trusted " if added else "already trusted ") + k.describe())
+            print(f"trust store: {signing.trust_store_path()}")
+        else:
+            own = signing.own_public_key()
+            print(f"your key    {own.describe() if own else 'none yet (created on first use)'}"
+                  f" {signing.own_key_path()}")
+            keys, source = signing.trusted_keys()
+            print(f"trusted     {len(keys)} keys, from {source}")
+            for k in keys:
+                print(f"  {k.describe()}")
+    except signing.SigningKeyError as exc:
+        print(f"dynshape: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _save_picture(table, args):

@@ -14,8 +14,11 @@ loader to keep in step with Numba (``numba.pycc`` is deprecated and not used).
   ``cache/dynshape_kernels/cpu``) instead of Numba's hash of the absolute source directory,
   and the source stamp (``dynshape_kernels.cache_locator.module_hash``) hashes file names and
   contents only, so neither the package nor the sources need to sit where they were built.
-  While a package is active the cache locator reads a function from the package when the
-  package holds its index, and never writes there.
+  While a package is active the cache locator reads a function from (the verified copy
+  of) the package when the package holds its index, and never writes there.
+- Verified bytes only: :func:`load_package` copies each file into a private temporary
+  directory (mode 0700) as it hashes it, and Numba reads that copy, so a file changed in
+  the package after loading (drivers load lazily) is never read.
 - Exact: an index holds only the packaged entries: the chosen drivers' signatures and the
   functions compiled while ``dynshape`` is imported (the simplified-combination builder).
   Functions a driver calls are linked into the driver's object code and need no entry.
@@ -23,26 +26,40 @@ loader to keep in step with Numba (``numba.pycc`` is deprecated and not used).
   own version and treats a mismatch as a plain miss (it would compile). The manifest records
   those, the other versions, the catalog hash and the source stamps; :func:`load_package`
   compares them with this host and refuses a mismatch, naming it.
+- Signed: a package is code (Numba unpickles its files), so the manifest, which lists every
+  file's size and SHA-256, is signed with an Ed25519 key (:mod:`dynshape.signing`: keys,
+  trust store, ``DYNSHAPE_TRUSTED_KEYS``). Loading checks the signature against the trusted
+  keys first, then every file, and only then lets Numba open a file: the cache locator is
+  pointed at the verified copy when everything has passed. An unsigned package or one
+  signed by a key not trusted here loads only with ``allow_unsigned`` (it then runs code
+  nobody vouched for); a signature that does not match is always refused. This holds for
+  every file a package lists, whatever its target.
 
 Layout::
 
+    <package>/signature.json   Ed25519 signature of manifest.json's bytes, and the signer's
+                               public key
     <package>/manifest.json    format, python, versions, machine, catalog hash, drivers (kernel
                                ids, ops, tiles), import-time functions, indexes (source file
                                and stamp), files (size and SHA-256), manifest_sha256
     <package>/cache/dynshape_kernels/cpu/elementwise.unary_driver-<line>.py311.nbi
     <package>/cache/dynshape_kernels/cpu/elementwise.unary_driver-<line>.py311.1.nbc ...
 
-Loading verifies everything first (manifest checksum, every file's size and SHA-256, no file
-missing or extra, compatibility) and activates nothing when any check fails. Once a package
-is active without ``allow_compile``, any compilation of a dynshape function raises
-:class:`PackageError` instead (a driver the package lacks is named by family and dtype).
+Loading verifies everything first (signature, manifest checksum, every file's size and
+SHA-256, no file missing or extra, compatibility) and activates nothing when any check
+fails. Once a package is active without ``allow_compile``, any compilation of a dynshape
+function raises :class:`PackageError` instead (a driver the package lacks is named by family
+and dtype).
 Packages are built by ``dynshape pregenerate`` (:mod:`dynshape.pregenerate`).
 """
+import atexit
 import contextlib
 import hashlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -56,6 +73,8 @@ MANIFEST = "manifest.json"
 CACHE = "cache"
 ENV = "DYNSHAPE_PACKAGE"
 ENV_ALLOW_COMPILE = "DYNSHAPE_PACKAGE_ALLOW_COMPILE"
+ENV_ALLOW_UNSIGNED = "DYNSHAPE_PACKAGE_ALLOW_UNSIGNED"
+SIGNATURE = "signature.json"           # dynshape.signing.SIGNATURE (not imported at start)
 _OURS = ("dynshape", "dynshape_kernels")
 _REQUIRED = ("format", "python", "versions", "machine", "catalog_hash", "drivers", "functions",
              "indexes", "files", "manifest_sha256")
@@ -68,6 +87,11 @@ class PackageError(DynshapeError, RuntimeError):
 
 class PackageWarning(UserWarning):
     """A kernel package was not used and dynshape compiles instead (``allow_compile``)."""
+
+
+class UnsignedPackageWarning(UserWarning):
+    """A kernel package without a signature by a trusted key was loaded (``allow_unsigned``):
+    the code in it runs although nobody trusted here vouched for it."""
 
 
 # ---------------------------------------------------------------- host facts
@@ -168,21 +192,27 @@ def write_manifest(package_dir, manifest):
     return manifest
 
 
-def file_digest(path):
+def file_digest(path, copy_to=None):
+    """SHA-256 (hex) of the file ``path``; with ``copy_to``, of exactly the bytes written
+    there, a copy of the file."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open(path, "rb") as f, \
+            (open(copy_to, "xb") if copy_to else contextlib.nullcontext()) as out:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
+            if out is not None:
+                out.write(block)
     return h.hexdigest()
 
 
 def package_files(package_dir):
-    """Package-relative paths (``/``-separated) of every file but the manifest."""
+    """Package-relative paths (``/``-separated) of every file but the manifest and its
+    signature."""
     out = []
     for d, _, names in os.walk(package_dir):
         for n in names:
             rel = os.path.relpath(os.path.join(d, n), package_dir).replace(os.sep, "/")
-            if rel != MANIFEST:
+            if rel not in (MANIFEST, SIGNATURE):
                 out.append(rel)
     return sorted(out)
 
@@ -193,20 +223,75 @@ def _listed(problems, what, items):
                         + (" ..." if len(items) > 4 else ""))
 
 
-def verify(path):
-    """The manifest of the package at ``path`` after checking its integrity: the manifest's own
-    checksum and format, and every file's presence, size and SHA-256, with no file more.
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+_HOW_TO_TRUST = ("To trust the key that signed it: on the build host run `dynshape keys export "
+                 "> key.pub`, here `dynshape keys trust key.pub` (or pass trusted_keys= to "
+                 "load_package, or set DYNSHAPE_TRUSTED_KEYS=key.pub).")
+
+
+def check_signature(path, manifest_bytes, trusted_keys=None, allow_unsigned=False):
+    """The signer (a :class:`dynshape.signing.PublicKey`) of ``manifest_bytes``, the manifest
+    of the package at ``path``, when a trusted key signed them (see :mod:`dynshape.signing`
+    for ``trusted_keys``); None for a package loaded with ``allow_unsigned`` (warns
+    :class:`UnsignedPackageWarning`). Raises PackageError saying whether the package is
+    unsigned, signed by an untrusted key or badly signed; a bad signature is always refused.
+    """
+    from . import signing
+    try:
+        trusted, source = signing.trusted_keys(trusted_keys)
+        verdict = signing.check(manifest_bytes, _read(os.path.join(path, SIGNATURE)), trusted)
+    except signing.SigningKeyError as exc:
+        raise PackageError(f"kernel package {path}: cannot read the trusted keys, nothing was "
+                           f"loaded: {exc}") from None
+    if verdict.status == "signed":
+        return verdict.key
+    held = ", ".join(k.describe() for k in trusted) or "none"
+    if verdict.status == "bad":
+        raise PackageError(f"kernel package {path} has a bad signature, nothing was loaded: "
+                           f"{verdict.detail}. A package is code; a bad signature is never "
+                           "accepted. Rebuild and sign it with `dynshape pregenerate`.")
+    what = ("is unsigned" if verdict.status == "unsigned" else "is signed by an untrusted key")
+    if allow_unsigned:
+        warnings.warn(f"kernel package {path} {what} ({verdict.detail}): loading it anyway "
+                      "(allow_unsigned=True) runs the code in it, which no trusted key vouches "
+                      "for", UnsignedPackageWarning, stacklevel=4)
+        return None
+    raise PackageError(
+        f"kernel package {path} {what} ({verdict.detail}), nothing was loaded. A package is "
+        f"code: it loads only when signed by a trusted key. Trusted here ({source}): {held}. "
+        + (_HOW_TO_TRUST if verdict.status == "untrusted" else
+           "Rebuild it with `dynshape pregenerate`, which signs it.")
+        + " To run its code without a trusted signature: allow_unsigned=True "
+        f"({ENV_ALLOW_UNSIGNED}=1).")
+
+
+def verify(path, trusted_keys=None, allow_unsigned=False):
+    """The manifest of the package at ``path`` after checking that a trusted key signed it
+    (:func:`check_signature`) and its integrity: the manifest's own checksum and format, and
+    every file's presence, size and SHA-256, with no file more. Only file bytes are read
+    (hashed); nothing of the package is unpickled or imported.
 
     Raises PackageError naming every problem found; it never returns a partial result.
     """
+    return _verify(path, trusted_keys, allow_unsigned)[0]
+
+
+def _verify(path, trusted_keys, allow_unsigned, snapshot=None):
+    """``(manifest, signer)``, see :func:`verify`. With ``snapshot`` (a private directory),
+    the files are copied there as they are hashed: the copy holds the bytes verified."""
     if not os.path.isdir(path):
         raise PackageError(f"{path}: not a kernel package (no such directory)")
-    mpath = os.path.join(path, MANIFEST)
-    try:
-        with open(mpath, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise PackageError(f"{path}: not a kernel package ({MANIFEST} is missing)") from None
+    raw = _read(os.path.join(path, MANIFEST))
+    if raw is None:
+        raise PackageError(f"{path}: not a kernel package ({MANIFEST} is missing)")
+    signer = check_signature(path, raw, trusted_keys, allow_unsigned)
     try:
         manifest = json.loads(raw)
     except ValueError as exc:
@@ -237,7 +322,7 @@ def verify(path):
         size = os.path.getsize(full)
         if size != files[rel]["size"]:
             sizes.append(f"{rel} ({size} bytes, manifest: {files[rel]['size']})")
-        elif file_digest(full) != files[rel]["sha256"]:
+        elif file_digest(full, _snapshot_path(snapshot, rel)) != files[rel]["sha256"]:
             sums.append(rel)
     _listed(problems, "files of the wrong size (truncated or appended to)", sizes)
     _listed(problems, "files failing their SHA-256 checksum", sums)
@@ -247,7 +332,15 @@ def verify(path):
     if problems:
         raise PackageError(f"kernel package {path} is corrupt, nothing was loaded: "
                            + "; ".join(problems))
-    return manifest
+    return manifest, signer
+
+
+def _snapshot_path(snapshot, rel):
+    if snapshot is None:
+        return None
+    full = os.path.join(snapshot, *rel.split("/"))
+    os.makedirs(os.path.dirname(full), mode=0o700, exist_ok=True)
+    return full
 
 
 # ---------------------------------------------------------------- the active package
@@ -300,12 +393,16 @@ class _CompileGuard:
 
 class KernelPackage:
     """A verified kernel package. ``active``: drivers come from it; ``refused``: why it was
-    not used (only with ``allow_compile``); ``seconds``: time :func:`load_package` spent
-    verifying it."""
+    not used (only with ``allow_compile``); ``signer``: the trusted key that signed it (None:
+    loaded with ``allow_unsigned``); ``seconds``: time :func:`load_package` spent verifying
+    it; ``snapshot``: the private copy of its verified files that Numba reads (removed when
+    the process exits)."""
 
-    def __init__(self, path, manifest, allow_compile):
+    def __init__(self, path, manifest, allow_compile, signer=None, snapshot=None):
         self.path = os.path.abspath(path)
         self.manifest = manifest
+        self.signer = signer
+        self.snapshot = snapshot
         self.allow_compile = bool(allow_compile)
         self.drivers = frozenset((d["family"], d["dtype"]) for d in manifest["drivers"])
         self.active = False
@@ -315,7 +412,8 @@ class KernelPackage:
 
     @property
     def cache_dir(self):
-        return os.path.join(self.path, CACHE)
+        """The cache root Numba reads: the verified copy (the package itself without one)."""
+        return os.path.join(self.snapshot or self.path, CACHE)
 
     def load_driver(self, family, dtype, py_func, signature, options):
         """The driver of ``(family, dtype)`` (the hook ``dynshape_kernels.drivers`` calls):
@@ -348,7 +446,8 @@ class KernelPackage:
     def describe(self):
         m = self.manifest
         state = "active" if self.active else f"not used: {self.refused}"
-        return (f"kernel package {self.path} ({state}): "
+        signed = f"signed by {self.signer.describe()}" if self.signer else "NOT signed"
+        return (f"kernel package {self.path} ({state}, {signed}): "
                 f"{len(self.drivers)} drivers, {len(m['files'])} files, catalog "
                 f"{m['catalog_hash']}, CPU {m['machine']['cpu_name']}, numba "
                 f"{m['versions']['numba']}")
@@ -396,25 +495,41 @@ def unload_package():
         _deactivate()
 
 
-def load_package(path, allow_compile=False):
+def load_package(path, allow_compile=False, trusted_keys=None, allow_unsigned=False):
     """Verify the kernel package at ``path`` and take drivers from it from now on.
+
+    A package is code: it is used only when its manifest is signed by a trusted key
+    (``trusted_keys``: key lines, key files or PublicKeys, replacing ``DYNSHAPE_TRUSTED_KEYS``
+    and the trust store, see :mod:`dynshape.signing`) and every file matches the manifest;
+    all of that is checked before Numba opens any file of the package.
+    ``allow_unsigned=True`` also loads a package that is unsigned or signed by an untrusted
+    key, with an :class:`UnsignedPackageWarning`: it RUNS THE CODE IN THE PACKAGE, which
+    nobody trusted here vouches for. Use it only for a package you built yourself.
 
     Contract: on return with ``package.active``, a driver in the package loads from it without
     compiling, and (without ``allow_compile``) any compilation of a dynshape function, such
     as a driver the package lacks, raises :class:`PackageError` naming it. Drivers already in
     memory stay in use; a previously active package is replaced.
 
-    Raises PackageError, activating nothing, when the package is corrupt, truncated or
+    Raises PackageError, activating nothing, when the package is unsigned or signed by an
+    untrusted key (unless ``allow_unsigned``), badly signed, corrupt, truncated or
     incomplete (always) or was built for another host, version or source tree. With
     ``allow_compile=True`` the latter only warns (:class:`PackageWarning`): the package is not
     used (``package.refused`` says why) and drivers load or compile as without a package.
     """
     t0 = time.perf_counter()
-    manifest = verify(path)
-    pkg = KernelPackage(path, manifest, allow_compile)
-    problems = incompatibilities(manifest)
+    snapshot = tempfile.mkdtemp(prefix="dynshape-package-")      # mode 0700: this user's
+    try:
+        manifest, signer = _verify(path, trusted_keys, allow_unsigned, snapshot)
+        problems = incompatibilities(manifest)
+    except BaseException:
+        shutil.rmtree(snapshot, ignore_errors=True)
+        raise
+    pkg = KernelPackage(path, manifest, allow_compile, signer, snapshot)
     pkg.seconds = time.perf_counter() - t0
     if problems:
+        shutil.rmtree(snapshot, ignore_errors=True)
+        pkg.snapshot = None
         msg = (f"kernel package {pkg.path} was built for another host or version: "
                + "; ".join(problems) + ". Rebuild it here with `dynshape pregenerate`")
         if not allow_compile:
@@ -423,15 +538,31 @@ def load_package(path, allow_compile=False):
         warnings.warn(msg + "; compiling instead (allow_compile=True).", PackageWarning,
                       stacklevel=2)
         return pkg
+    if not _snapshots:
+        atexit.register(_remove_snapshots)
+    _snapshots.append(snapshot)
     _activate(pkg)
     return pkg
 
 
+_snapshots = []          # verified copies of the packages loaded by this process
+
+
+def _remove_snapshots():
+    for path in _snapshots:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def from_environment():
     """Load the package named by ``DYNSHAPE_PACKAGE`` (if set; ``allow_compile`` when
-    ``DYNSHAPE_PACKAGE_ALLOW_COMPILE`` is 1/true/yes). Called when dynshape is imported."""
+    ``DYNSHAPE_PACKAGE_ALLOW_COMPILE`` is 1/true/yes, ``allow_unsigned`` when
+    ``DYNSHAPE_PACKAGE_ALLOW_UNSIGNED`` is; trusted keys from ``DYNSHAPE_TRUSTED_KEYS`` or the
+    trust store). Called when dynshape is imported, before anything compiles or loads."""
     path = os.environ.get(ENV)
     if not path:
         return None
-    allow = os.environ.get(ENV_ALLOW_COMPILE, "").strip().lower() in ("1", "true", "yes")
-    return load_package(path, allow_compile=allow)
+
+    def flag(name):
+        return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
+    return load_package(path, allow_compile=flag(ENV_ALLOW_COMPILE),
+                        allow_unsigned=flag(ENV_ALLOW_UNSIGNED))

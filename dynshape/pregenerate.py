@@ -7,10 +7,13 @@
    missing, and copies exactly the packaged cache entries into a temporary directory next to
    the output: the drivers' signatures and every function compiled while ``dynshape`` is
    imported. Its progress reaches the parent as JSON lines.
-3. The parent writes the manifest (checksums, kernel ids, tiles, versions, machine), checks
-   that the package loads in a fresh process with an empty Numba cache without compiling,
-   and renames the directory into place: the output is complete or absent.
+3. The parent writes the manifest (checksums, kernel ids, tiles, versions, machine), signs
+   it (:mod:`dynshape.signing`: this user's key, created on first use, or ``sign_key``),
+   checks that the package loads in a fresh process with an empty Numba cache without
+   compiling (trusting the signer's key only), and renames the directory into place: the
+   output is complete or absent.
 """
+import base64
 import json
 import os
 import shutil
@@ -21,7 +24,7 @@ import time
 
 import numpy as np
 
-from . import package
+from . import package, signing
 from .errors import ArgumentError
 
 TARGETS = ("cpu",)       # targets whose compiled code lives in Numba's CPU cache
@@ -289,13 +292,17 @@ print(len(count), *count)
 """
 
 
-def check(path, pairs):
+def check(path, pairs, signer=None):
     """Load ``pairs`` from the package at ``path`` in a fresh process with an empty Numba
-    cache; raise PackageError unless that compiles nothing."""
+    cache, trusting only ``signer`` (a PublicKey; None: the keys trusted here); raise
+    PackageError unless that compiles nothing."""
     with tempfile.TemporaryDirectory(prefix="dynshape-check-") as empty:
         env = dict(os.environ, NUMBA_CACHE_DIR=empty)
         env[package.ENV] = path
         env.pop(package.ENV_ALLOW_COMPILE, None)
+        env.pop(package.ENV_ALLOW_UNSIGNED, None)
+        if signer is not None:
+            env[signing.ENV_TRUSTED] = signer.line(name=False)
         r = subprocess.run([sys.executable, "-c", _CHECK] + [f"{f}/{d}" for f, d in pairs],
                            capture_output=True, text=True, env=env)
     if r.returncode != 0 or r.stdout.split()[:1] != ["0"]:
@@ -305,8 +312,12 @@ def check(path, pairs):
 
 
 def build(out, families=None, dtypes=None, targets=TARGETS, cache_dir=None, fresh=False,
-          force=False, verify_load=True, stream=None):
+          force=False, verify_load=True, stream=None, sign_key=None):
     """Build a kernel package at ``out`` (see the module docstring) and return its manifest.
+
+    The manifest is signed with the Ed25519 private key in the PEM file ``sign_key``
+    (default: this user's own key, created on first use); loading hosts must trust its
+    public key (``dynshape keys export`` / ``dynshape keys trust``).
 
     ``cache_dir``: the Numba cache the staging process reads and fills (default: the
     environment's); ``fresh``: a new empty one (everything compiles). ``force`` replaces an
@@ -321,6 +332,7 @@ def build(out, families=None, dtypes=None, targets=TARGETS, cache_dir=None, fres
         if not os.path.isfile(os.path.join(out, package.MANIFEST)):
             raise ArgumentError(f"{out} exists and is not a kernel package; not replacing it")
     pairs, notes = plan(families, dtypes, targets)
+    _, signer = signing.load_private_key(sign_key)      # a bad key fails before compiling
     parent = os.path.dirname(out)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.tmp-", dir=parent)
@@ -331,8 +343,9 @@ def build(out, families=None, dtypes=None, targets=TARGETS, cache_dir=None, fres
         done, steps = _run_stage(tmp, [list(p) for p in pairs], staging or cache_dir,
                                  _Progress(len(pairs), stream))
         manifest = package.write_manifest(tmp, _manifest(tmp, done))
+        sign(tmp, sign_key)
         if verify_load:
-            check(tmp, pairs)
+            check(tmp, pairs, signer)
         if os.path.exists(out):
             old = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.old-", dir=parent)
             os.rmdir(old)
@@ -349,12 +362,26 @@ def build(out, families=None, dtypes=None, targets=TARGETS, cache_dir=None, fres
             shutil.rmtree(staging, ignore_errors=True)
     stream.write(summary(out, manifest, steps, notes, time.perf_counter() - t0,
                          staging or cache_dir or os.environ.get("NUMBA_CACHE_DIR"),
-                         verify_load) + "\n")
+                         verify_load, signer, sign_key or signing.own_key_path()) + "\n")
     stream.flush()
     return manifest
 
 
-def summary(out, manifest, steps, notes, seconds, cache_dir, checked):
+def sign(path, key_path=None):
+    """Sign the manifest of the package at ``path`` (writes ``signature.json``) with the key
+    in ``key_path`` (default: this user's own key); return the signer's PublicKey."""
+    with open(os.path.join(path, package.MANIFEST), "rb") as f:
+        record = signing.sign(f.read(), key_path)
+    tmp = os.path.join(path, signing.SIGNATURE + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(record, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, os.path.join(path, signing.SIGNATURE))
+    return signing.PublicKey(base64.b64decode(record["key"]), record["key_name"])
+
+
+def summary(out, manifest, steps, notes, seconds, cache_dir, checked, signer=None,
+            key_path=None):
     m = manifest
     size = sum(f["size"] for f in m["files"].values())
     n_kernels = sum(d["kernel_ids"][1] - d["kernel_ids"][0] for d in m["drivers"]
@@ -376,6 +403,9 @@ def summary(out, manifest, steps, notes, seconds, cache_dir, checked):
         f"{v['numba']}, llvmlite {v['llvmlite']} (LLVM {v['llvm']}), numpy {v['numpy']}, "
         f"{mach['triple']}, CPU {mach['cpu_name']}",
     ]
+    if signer is not None:
+        rows.append(f"  signed     by {signer.describe()}, key {key_path}; loading hosts must "
+                    "trust it (dynshape keys export / dynshape keys trust)")
     if checked:
         rows.append("  checked    loads in a fresh process with an empty cache, 0 compilations")
     rows += [f"  skipped    {n}" for n in notes]

@@ -4,8 +4,12 @@ import os
 import tempfile
 
 # the suite controls persistence and packages itself (tests that need them set them up)
-for _var in ("DYNSHAPE_TABLE_DIR", "DYNSHAPE_PACKAGE", "DYNSHAPE_PACKAGE_ALLOW_COMPILE"):
+for _var in ("DYNSHAPE_TABLE_DIR", "DYNSHAPE_PACKAGE", "DYNSHAPE_PACKAGE_ALLOW_COMPILE",
+             "DYNSHAPE_PACKAGE_ALLOW_UNSIGNED", "DYNSHAPE_TRUSTED_KEYS"):
     os.environ.pop(_var, None)
+
+# signing keys and the trust store of the session: never the user's configuration directory
+os.environ["DYNSHAPE_CONFIG_DIR"] = tempfile.mkdtemp(prefix="dynshape-config-")
 
 if "NUMBA_CACHE_DIR" not in os.environ:
     os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="dynshape-numba-cache-")

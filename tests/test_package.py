@@ -1,8 +1,14 @@
-"""Kernel packages: built by ``dynshape pregenerate``, loaded without compiling anything, and
-refused (activating nothing) when corrupt, incomplete or built for another host or version."""
+"""Kernel packages: built and signed by ``dynshape pregenerate``, loaded without compiling
+anything, and refused (activating nothing, and before Numba reads any of their files) when
+unsigned, signed by an untrusted key, tampered with, corrupt, incomplete or built for another
+host or version.
+
+The session's signing key and trust store live in a temporary configuration directory
+(``DYNSHAPE_CONFIG_DIR``, set by conftest.py); the package is built once per session."""
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,7 +17,7 @@ import textwrap
 import pytest
 
 import dynshape
-from dynshape import package, pregenerate
+from dynshape import package, pregenerate, signing
 from dynshape.errors import ArgumentError
 from dynshape_kernels import cache_locator, drivers
 
@@ -22,7 +28,8 @@ def _python(script, env_extra, cache_dir, *args, pythonpath=None):
     """Run ``script`` in a fresh interpreter with Numba cache ``cache_dir``; its last stdout
     line is JSON."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir), **env_extra)
-    for k in (package.ENV, package.ENV_ALLOW_COMPILE):
+    for k in (package.ENV, package.ENV_ALLOW_COMPILE, package.ENV_ALLOW_UNSIGNED,
+              signing.ENV_TRUSTED):
         if k not in env_extra:
             env.pop(k, None)
     if pythonpath:
@@ -33,10 +40,11 @@ def _python(script, env_extra, cache_dir, *args, pythonpath=None):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def built(tmp_path_factory):
-    """One package (unary + copy, float32) built through the command line, reusing the
-    session's Numba cache; returns (path, completed process)."""
+    """One package (unary + copy, float32) built and signed (with the session's own key)
+    through the command line, reusing the session's Numba cache; returns (path, completed
+    process)."""
     out = tmp_path_factory.mktemp("pkg") / "kernels"
     r = subprocess.run([sys.executable, "-m", "dynshape", "pregenerate", "--family", "unary",
                         "--family", "copy", "--dtype", "float32", "--out", str(out)],
@@ -60,14 +68,18 @@ def _nothing_active():
     assert drivers._package is None and cache_locator._package_dir is None
 
 
-def _edit_manifest(path, edit, sign=True):
+def _edit_manifest(path, edit, sign=True, checksum=None):
+    """Edit the manifest; ``checksum`` (default: ``sign``) recomputes its checksum, ``sign``
+    signs it again with the session's (trusted) key, as a rebuild would."""
     mpath = path / package.MANIFEST
     m = json.loads(mpath.read_text())
     edit(m)
-    if sign:
+    if sign if checksum is None else checksum:
         package.write_manifest(str(path), m)
     else:
         mpath.write_text(json.dumps(m))
+    if sign:
+        pregenerate.sign(str(path))
 
 
 def _a_data_file(path):
@@ -85,6 +97,8 @@ def test_the_command_line_shows_progress_and_a_summary(built):
     assert "drivers    2: copy/uint32, unary/float32" in r.stderr
     assert "at import  1: dynshape.combination._uniform_entries" in r.stderr
     assert "0 compilations" in r.stderr
+    own = signing.own_public_key()
+    assert f"signed     by {own.describe()}, key {signing.own_key_path()}" in r.stderr
     m = package.verify(str(out))
     assert {(d["family"], d["dtype"]) for d in m["drivers"]} == {("unary", "float32"),
                                                                  ("copy", "uint32")}
@@ -97,6 +111,8 @@ def test_the_command_line_shows_progress_and_a_summary(built):
     assert package.incompatibilities(m) == []
     # written atomically: no temporary directory is left next to the package
     assert os.listdir(out.parent) == [out.name]
+    assert sorted(os.listdir(out)) == ["cache", package.MANIFEST, package.SIGNATURE]
+    assert package.SIGNATURE == signing.SIGNATURE
 
 
 def test_the_package_holds_exactly_the_chosen_entries(built):
@@ -335,11 +351,297 @@ def test_extra_garbage_is_refused(pkg):
 
 
 def test_a_damaged_manifest_is_refused(pkg):
-    _edit_manifest(pkg, lambda m: m["versions"].update(numba="0.1.0"), sign=False)
+    # signed (a rebuild would not write this), but its checksum is stale
+    _edit_manifest(pkg, lambda m: m["versions"].update(numba="0.1.0"), checksum=False)
     _refused(pkg, "does not match its checksum")
     mpath = pkg / package.MANIFEST
     mpath.write_text(mpath.read_text()[:100])
+    pregenerate.sign(str(pkg))
     _refused(pkg, "manifest.json is corrupt or truncated")
     mpath.unlink()
     _refused(pkg, "not a kernel package")
     _refused(pkg / "nowhere", "no such directory")
+
+
+# ---------------------------------------------------------------- signatures and tampering
+
+
+class _Touch:
+    """A pickle payload: unpickling it creates the file ``path`` (as an attacker's code)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "x"))
+
+
+def _attack(path, suffix, marker):
+    """Prepend a pickle payload to every ``suffix`` file of the package at ``path`` and
+    rewrite the manifest with their new sizes and hashes and a new checksum, as anyone who
+    can write the files can (the signature cannot be redone without the key)."""
+    import pickle
+    payload = pickle.dumps(_Touch(marker), protocol=2)
+    m = json.loads((path / package.MANIFEST).read_text())
+    hit = [rel for rel in m["files"] if rel.endswith(suffix)]
+    assert hit
+    for rel in hit:
+        f = path.joinpath(*rel.split("/"))
+        f.write_bytes(payload + f.read_bytes())
+        m["files"][rel] = {"size": f.stat().st_size, "sha256": package.file_digest(str(f))}
+    package.write_manifest(str(path), m)
+
+
+_LOAD = """
+    import json, os, sys
+    route, path, marker = sys.argv[1:4]
+    error = ""
+    try:
+        import dynshape
+        if route == "load_package":
+            dynshape.load_package(path)
+        import numpy as np
+        dynshape.run("relu", np.ones(100, np.float32))
+        dynshape.run("copy", np.ones(100, np.float32))
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    pkg = sys.modules["dynshape.package"]         # loaded even when the import failed
+    from dynshape_kernels import cache_locator
+    print(json.dumps(dict(error=error, marker=os.path.exists(marker),
+                          active=pkg.active_package() is not None,
+                          located=cache_locator._package_dir is not None)))
+"""
+
+
+def _load_in_fresh_process(route, path, marker, tmp_path, **env):
+    """Load the package at ``path`` in a new interpreter with an empty Numba cache, through
+    ``DYNSHAPE_PACKAGE`` (route "env") or ``load_package`` after import, and run two ops."""
+    empty = tmp_path / f"empty_cache_{route}"
+    empty.mkdir()
+    if route == "env":
+        env[package.ENV] = str(path)
+    return _python(_LOAD, env, empty, route, path, marker)
+
+
+@pytest.mark.parametrize("route", ["env", "load_package"])
+@pytest.mark.parametrize("suffix", [".nbi", ".nbc"])
+def test_a_payload_with_a_recomputed_manifest_is_refused_and_never_runs(pkg, tmp_path, route,
+                                                                       suffix):
+    marker = tmp_path / "payload_ran"
+    _attack(pkg, suffix, marker)
+    got = _load_in_fresh_process(route, pkg, marker, tmp_path)
+    assert got["error"].startswith(f"PackageError: kernel package {pkg} has a bad signature, "
+                                   "nothing was loaded: the signature by SHA256:")
+    assert "does not match the manifest" in got["error"]
+    assert not got["marker"] and not marker.exists()
+    assert not got["active"] and not got["located"]
+
+
+@pytest.mark.parametrize("suffix", [".nbi", ".nbc"])
+def test_the_payload_is_live_once_the_signature_is_ignored(pkg, tmp_path, suffix):
+    """The attack of the test above works when nothing checks signatures: the payload runs."""
+    marker = tmp_path / "payload_ran"
+    _attack(pkg, suffix, marker)
+    (pkg / package.SIGNATURE).unlink()
+    got = _load_in_fresh_process("env", pkg, marker, tmp_path,
+                                 **{package.ENV_ALLOW_UNSIGNED: "1"})
+    assert marker.exists() and got["marker"]
+
+
+def test_an_attacker_removing_or_replacing_the_signature_is_refused(pkg, tmp_path):
+    marker = tmp_path / "payload_ran"
+    _attack(pkg, ".nbc", marker)
+    pregenerate.sign(str(pkg), signing.create_key(tmp_path / "attacker.pem") and
+                     str(tmp_path / "attacker.pem"))
+    attacker = signing.load_private_key(str(tmp_path / "attacker.pem"))[1]
+    got = _load_in_fresh_process("env", pkg, marker, tmp_path)
+    assert got["error"].startswith(f"PackageError: kernel package {pkg} is signed by an "
+                                   f"untrusted key (signed by {attacker.describe()}")
+    (pkg / package.SIGNATURE).unlink()
+    got = _load_in_fresh_process("load_package", pkg, marker, tmp_path)
+    assert got["error"].startswith(f"PackageError: kernel package {pkg} is unsigned "
+                                   "(signature.json is missing), nothing was loaded")
+    assert not marker.exists() and not got["active"]
+
+
+def test_nothing_of_the_package_is_located_before_it_is_verified(pkg, monkeypatch):
+    seen = []
+    monkeypatch.setattr(cache_locator, "use_package_dir", seen.append)
+    _edit_manifest(pkg, lambda m: m.update(created="later"), sign=False)
+    _refused(pkg, "bad signature")
+    assert seen == []
+
+
+def test_a_manifest_edited_after_signing_is_refused(pkg):
+    _edit_manifest(pkg, lambda m: m["versions"].update(numba="0.1.0"), sign=False)
+    _refused(pkg, r"bad signature, nothing was loaded: the signature by SHA256:\w+ \(.*\) "
+                  r"does not match the manifest \(edited after signing, or forged\)\. A package "
+                  r"is code; a bad signature is never accepted")
+    _refused(pkg, "bad signature", allow_unsigned=True)      # never a fallback
+
+
+def test_a_swapped_file_with_its_hash_updated_is_refused(pkg):
+    one, other = sorted(pkg.glob("cache/dynshape_kernels/cpu/*.nbc"))[:2]
+    one.write_bytes(other.read_bytes())
+    rel = one.relative_to(pkg).as_posix()
+
+    def update(m):
+        m["files"][rel] = {"size": one.stat().st_size, "sha256": package.file_digest(str(one))}
+    _edit_manifest(pkg, update, sign=False, checksum=True)
+    _refused(pkg, "bad signature, nothing was loaded: .* does not match the manifest")
+
+
+def test_a_signature_by_an_untrusted_key_is_refused_until_the_key_is_trusted(pkg, tmp_path,
+                                                                             monkeypatch):
+    key = signing.create_key(tmp_path / "ci.pem")
+    assert pregenerate.sign(str(pkg), str(tmp_path / "ci.pem")) == key
+    own = signing.own_public_key()
+    _refused(pkg, rf"is signed by an untrusted key \(signed by {re.escape(key.describe())}, "
+                  r"a key not trusted here\), nothing was loaded\. A package is code: .* "
+                  rf"Trusted here \(the trust store .*\): {own.fingerprint} "
+                  r".*`dynshape keys trust key\.pub`")
+    p = package.load_package(str(pkg), trusted_keys=key.line())
+    assert p.active and p.signer == key and f"signed by {key.describe()}" in p.describe()
+    package.unload_package()
+    (tmp_path / "ci.pub").write_text(key.line() + "\n")
+    monkeypatch.setenv(signing.ENV_TRUSTED, str(tmp_path / "ci.pub"))
+    assert package.load_package(str(pkg)).signer == key
+    package.unload_package()
+    # the variable replaces the trust store: the session's own key is not trusted with it
+    _refused(pkg.parent / "nowhere", "no such directory")
+    monkeypatch.setenv(signing.ENV_TRUSTED, own.line())
+    _refused(pkg, rf"untrusted key .* Trusted here \({signing.ENV_TRUSTED}\): {own.fingerprint}")
+    with pytest.warns(package.UnsignedPackageWarning, match="signed by an untrusted key"):
+        p = package.load_package(str(pkg), allow_unsigned=True)
+    assert p.active and p.signer is None
+    package.unload_package()
+
+
+def test_a_missing_signature_is_refused_unless_allow_unsigned(pkg):
+    (pkg / package.SIGNATURE).unlink()
+    _refused(pkg, r"is unsigned \(signature\.json is missing\), nothing was loaded\. A package "
+                  r"is code: .*Rebuild it with `dynshape pregenerate`.* allow_unsigned=True "
+                  r"\(DYNSHAPE_PACKAGE_ALLOW_UNSIGNED=1\)")
+    with pytest.warns(package.UnsignedPackageWarning,
+                      match=r"is unsigned .*runs the code in it"):
+        p = package.load_package(str(pkg), allow_unsigned=True)
+    assert p.active and p.signer is None and "NOT signed" in p.describe()
+    package.unload_package()
+    (pkg / "cache" / "stray.nbi").write_bytes(b"x")            # files are still checked
+    with pytest.warns(package.UnsignedPackageWarning):
+        _refused(pkg, "files not in the manifest", allow_unsigned=True)
+
+
+def test_an_unreadable_signature_is_refused(pkg):
+    (pkg / package.SIGNATURE).write_text("{not json")
+    _refused(pkg, r"bad signature, nothing was loaded: signature\.json is unreadable")
+    (pkg / package.SIGNATURE).write_text(json.dumps({"format": 1, "algorithm": "rsa"}))
+    _refused(pkg, r"bad signature.*this dynshape reads format 1, ed25519")
+
+
+def test_a_package_signed_with_another_key_from_the_command_line(built, tmp_path):
+    """``--sign KEY``: the build checks the package trusting that key only; a host loads it
+    once it trusts the exported public key."""
+    key = signing.create_key(tmp_path / "release.pem")
+    out = tmp_path / "release"
+    r = subprocess.run([sys.executable, "-m", "dynshape", "pregenerate", "--family", "copy",
+                        "--dtype", "uint32", "--out", str(out), "--sign",
+                        str(tmp_path / "release.pem")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert f"signed     by {key.describe()}, key {tmp_path / 'release.pem'}" in r.stderr
+    _refused(out, "signed by an untrusted key")
+    host = dict(os.environ, DYNSHAPE_CONFIG_DIR=str(tmp_path / "execution_host"))
+    exported = subprocess.run([sys.executable, "-m", "dynshape", "keys", "export", "--key",
+                               str(tmp_path / "release.pem")], capture_output=True, text=True,
+                              check=True).stdout
+    subprocess.run([sys.executable, "-m", "dynshape", "keys", "trust", "-"], input=exported,
+                   env=host, check=True, capture_output=True, text=True)
+    empty = tmp_path / "empty_cache"
+    empty.mkdir()
+    got = _python("""
+        import json, numpy as np, dynshape
+        x = np.arange(10, dtype=np.uint32)
+        p = dynshape.package.active_package()
+        print(json.dumps(dict(ok=bool((dynshape.run("copy", x) == x).all()), active=p.active,
+                              signer=p.signer.fingerprint)))
+    """, {package.ENV: str(out), "DYNSHAPE_CONFIG_DIR": host["DYNSHAPE_CONFIG_DIR"]}, empty)
+    assert got == {"ok": True, "active": True, "signer": key.fingerprint}
+
+
+def test_persisted_tables_stay_data_a_pickled_member_is_refused_unread(tmp_path):
+    """Unlike a package, a parameter table holds no code: a pickled member is never read."""
+    import numpy as np
+    marker = tmp_path / "payload_ran"
+    path = tmp_path / "table.npz"
+    np.savez(path, header=np.array([_Touch(marker)], dtype=object),
+             entries=np.zeros((1, 7), np.int64), common=np.zeros(4, np.int64),
+             checksum=np.zeros(32, np.uint8))
+    with pytest.raises(dynshape.TableFormatError, match="not a readable parameter-table file"):
+        dynshape.ParamTable.load(str(path))
+    assert not marker.exists()
+    np.load(path, allow_pickle=True)["header"]            # the payload is live
+    assert marker.exists()
+
+
+_CHANGE_AFTER_LOADING = """
+    import json, os, pickle, sys
+    import numpy as np
+    import dynshape
+    from dynshape_kernels import drivers
+    path, marker = sys.argv[1:3]
+    pkg = dynshape.package.active_package()
+    before = [f"{f}/{d}" for f, d in drivers.loaded()]
+
+    class Touch:
+        def __reduce__(self):
+            return (open, (marker, "x"))
+    payload = pickle.dumps(Touch(), protocol=2)
+    for d, _, names in os.walk(os.path.join(path, "cache")):     # after the checks
+        for n in names:
+            with open(os.path.join(d, n), "rb") as f:
+                data = f.read()
+            with open(os.path.join(d, n), "wb") as f:
+                f.write(payload + data)
+    x = np.linspace(-1, 1, 1000, dtype=np.float32)
+    ok = bool(np.array_equal(dynshape.run("relu", x), np.maximum(x, 0)))
+    print(json.dumps(dict(before=before, ok=ok, marker=os.path.exists(marker),
+                          snapshot=pkg.snapshot, reads=pkg.cache_dir)))
+"""
+
+
+def test_files_changed_after_loading_are_never_read(pkg, tmp_path):
+    """Drivers load lazily; Numba reads the verified private copy, not the package."""
+    marker = tmp_path / "payload_ran"
+    empty = tmp_path / "empty_cache"
+    empty.mkdir()
+    got = _python(_CHANGE_AFTER_LOADING, {package.ENV: str(pkg)}, empty, pkg, marker)
+    assert "unary/float32" not in got["before"]        # so it loads after the change
+    assert got["ok"] and not got["marker"] and not marker.exists()
+    assert got["reads"] == os.path.join(got["snapshot"], "cache")
+    assert not got["snapshot"].startswith(str(pkg))
+    assert not os.path.exists(got["snapshot"])          # removed when the process exited
+    with pytest.raises(package.PackageError, match="wrong size"):     # the change is real
+        package.verify(str(pkg))
+
+
+def test_the_verified_copy_is_private_and_a_refused_package_leaves_none(pkg, tmp_path,
+                                                                        monkeypatch):
+    import stat
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    os.mkdir(tmp_path / "tmp")
+    p = package.load_package(str(pkg))
+    try:
+        assert os.path.dirname(p.snapshot) == str(tmp_path / "tmp")
+        assert stat.S_IMODE(os.stat(p.snapshot).st_mode) == 0o700
+        assert package.package_files(p.snapshot) == sorted(p.manifest["files"])
+        for rel in p.manifest["files"]:
+            assert (pkg / rel).read_bytes() == open(os.path.join(p.snapshot, rel), "rb").read()
+    finally:
+        package.unload_package()
+    shutil.rmtree(p.snapshot)
+    _edit_manifest(pkg, lambda m: m["versions"].update(numba="0.1.0"))
+    _refused(pkg, "another host or version")
+    _a_data_file(pkg).write_bytes(b"changed")
+    _refused(pkg, "wrong size")
+    assert os.listdir(tmp_path / "tmp") == []
