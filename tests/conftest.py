@@ -31,3 +31,23 @@ def _deterministic_policy():
     yield
     dynshape.wait_optimized()
     dynshape.set_policy("optimized")
+
+
+@pytest.fixture
+def driver_calls(monkeypatch):
+    """Counts calls of the compiled drivers themselves: every driver an executor fetches
+    through ``drivers.get`` is wrapped, so the count is the number of times compiled driver
+    code is entered (whatever the executors count themselves)."""
+    from dynshape_kernels import drivers
+    calls = []
+    real_get = drivers.get
+
+    def counting_get(family, dtype):
+        disp = real_get(family, dtype)
+
+        def driver(*args):
+            calls.append((family, dtype))
+            return disp(*args)
+        return driver
+    monkeypatch.setattr(drivers, "get", counting_get)
+    return calls

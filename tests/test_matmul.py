@@ -164,7 +164,6 @@ def test_tables_cover_every_shape_of_their_bucket_once(M, N, K, nb):
         cfg = np.array(SLOTS_F32)
         assert (t.entries[:, 3] <= cfg[t.entries[:, 0], 2]).all()
         assert (t.entries[:, 4] <= cfg[t.entries[:, 0], 3]).all()
-    assert build_table(key, "optimized").cost <= build_table(key, "simplified").cost + 1e-6
 
 
 def test_optimized_picks_slots_per_problem():
