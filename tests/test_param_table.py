@@ -1,4 +1,6 @@
 """ParamTable as data: save/load with checksum, validation, describe, and driving kernels."""
+import copy
+
 import numpy as np
 import pytest
 
@@ -7,7 +9,8 @@ from dynshape import ParamTable, TableFormatError
 
 
 def _table(shape=(37, 1001)):
-    return dynshape.explain("relu", shape)
+    """A copy of the cached table (tests that alter a table must not alter the cache's)."""
+    return copy.copy(dynshape.explain("relu", shape))
 
 
 def test_roundtrip_and_the_loaded_table_runs(tmp_path):
