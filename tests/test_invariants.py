@@ -206,6 +206,19 @@ def test_clear_cache_clears_the_layout_memo_and_a_call_counts_one_miss(family):
     dynshape.clear_cache()
 
 
+def test_clear_cache_empties_every_memo():
+    """No exact-layout memo (the executors' and each fused sequence's, which holds its
+    tables) outlives ``clear_cache()``."""
+    from dynshape import executor
+    x = np.ones((3, 40), np.float32)
+    f = dynshape.fuse(["relu", ("mul", 2.0)])
+    f(x)
+    dynshape.run("relu", x)
+    assert executor._memo and f._memo
+    dynshape.clear_cache()
+    assert not executor._memo and not f._memo
+
+
 def test_background_optimization_swaps_in_atomically(fresh_cache, monkeypatch):
     """The optimized table is swapped in while four threads are running the op: the build is
     held until every thread has run on the simplified table, then released. Each thread sees
