@@ -478,7 +478,7 @@ def _conv_reference(chain, x, w, b, sides, attrs):
 
 @given(conv_fuse_cases(), st.sampled_from([None, 0, 1, 2]))
 @settings(max_examples=80, deadline=None)
-def test_leading_conv2d_matches_conv_then_the_steps(case, forced, driver_calls):
+def test_leading_conv2d_matches_conv_then_the_steps(driver_calls, case, forced):
     """conv2d then the chain, fused, equals dynshape.run("conv2d") then every step one by
     one, for every static kernel (forced slot: GEMM tiles and direct tiles)."""
     from dynshape import conv_executor

@@ -110,7 +110,7 @@ def test_matches_numpy(case):
 
 @settings(max_examples=40)
 @given(cases(), st.booleans())
-def test_out(case, strided_out, driver_calls):
+def test_out(driver_calls, case, strided_out):
     op, x, axis, keepdims = case
     assume(not _empty_error(op, x, axis))
     expect = np.asarray(dynshape.run(op, x, axis=axis, keepdims=keepdims))

@@ -108,7 +108,7 @@ def test_matches_numpy(case, data):
 
 @settings(max_examples=40)
 @given(cases(), st.sampled_from(["fresh", "strided", "alias"]), st.data())
-def test_out(case, kind, data, driver_calls):
+def test_out(driver_calls, case, kind, data):
     op, x, axis = case
     w, b = _params(op, x, axis, data.draw)
     expect = _run_and_ref(op, x, axis, w, b)[1]
