@@ -94,9 +94,10 @@ def _contiguous_operand(a):
 
 # Exact-layout memo in front of the bucketed cache: (op, dtype, shapes, strides) -> the table
 # key and the bound common area, so that a repeated call skips coalescing, bucketing and
-# binding. Bounded; cleared when full.
+# binding. Bounded; cleared when full and by ``clear_cache()``.
 _MEMO_MAX = 4096
 _memo = {}
+config.cache.on_clear(_memo.clear)
 
 
 def memo_get(sig):
@@ -104,7 +105,7 @@ def memo_get(sig):
     hit = _memo.get(sig)
     if hit is None:
         return None, None
-    table = config.cache.get(hit[0])
+    table = config.cache.get(hit[0], count_miss=False)   # the lookup after counts a miss
     return (table, hit[1]) if table is not None else (None, None)
 
 

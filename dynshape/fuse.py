@@ -54,6 +54,7 @@ with their parameters; it is cached per shape bucket like every other table.
 """
 import math
 import numbers
+import weakref
 
 import numpy as np
 from dynshape_kernels import drivers
@@ -381,6 +382,18 @@ def _readonly(a):
     return v
 
 
+#: every Fused sequence alive: ``clear_cache()`` clears their exact-layout memos
+_LIVE = weakref.WeakSet()
+
+
+def _clear_memos():
+    for f in list(_LIVE):
+        f._memo.clear()
+
+
+config.cache.on_clear(_clear_memos)
+
+
 class Fused:
     """A validated fused sequence; call it like an op: ``f(x, *sides, out=None, **sides)``.
 
@@ -433,6 +446,7 @@ class Fused:
         self.end = ends[0] if ends else None
         self._programs = {}
         self._memo = {}
+        _LIVE.add(self)
 
     def __repr__(self):
         return f"fuse({list(self.raw)!r})"
@@ -884,7 +898,7 @@ def _launch(fused, prog, dtype, x, arrs, out, shape, explain):
     sig = (dtype, shape, x.shape, x.strides, out.shape, out.strides,
            tuple((a.shape, a.strides) for a in arrs))
     hit = fused._memo.get(sig)
-    if hit is not None and config.cache.get(hit[0]) is not None:
+    if hit is not None and config.cache.get(hit[0], count_miss=False) is not None:
         key, table, common, fctl = hit
     else:
         strides = _operand_strides(fused, prog, x, arrs, out, shape)

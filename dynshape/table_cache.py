@@ -54,16 +54,20 @@ class TableCache:
         self._pending = {}
         self._pool = None
         self._local = threading.local()
+        self._clear_hooks = []
         for name in _COUNTERS:
             setattr(self, name, 0)
 
     # ---- plain access ------------------------------------------------------------------
-    def get(self, key):
-        """The cached table of ``key`` (a hit), or None (a miss)."""
+    def get(self, key, count_miss=True):
+        """The cached table of ``key`` (a hit), or None (a miss). A memo in front of the
+        cache passes ``count_miss=False``: its caller then looks the key up again, and that
+        lookup counts the one miss of the call."""
         with self._lock:
             t = self._tables.get(key)
             if t is None:
-                self.misses += 1
+                if count_miss:
+                    self.misses += 1
                 return None
             self._tables.move_to_end(key)
             self.hits += 1
@@ -213,11 +217,19 @@ class TableCache:
                 f.result()
 
     # ---- housekeeping ---------------------------------------------------------------------
+    def on_clear(self, hook):
+        """Call ``hook()`` on every :meth:`clear` (memos in front of the cache register here,
+        so that clearing the cache clears them too)."""
+        self._clear_hooks.append(hook)
+
     def clear(self):
-        """Drop every cached table and reset the counters (files on disk stay)."""
+        """Drop every cached table and every memo in front of the cache, and reset the
+        counters (files on disk stay)."""
         self.wait()
         with self._lock:
             self._tables.clear()
+            for hook in self._clear_hooks:
+                hook()
             for name in _COUNTERS:
                 setattr(self, name, 0)
 

@@ -19,11 +19,13 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 
 settings.register_profile("dev", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow,
-                                                 HealthCheck.data_too_large])
+                                                 HealthCheck.data_too_large,
+                                                 HealthCheck.function_scoped_fixture])
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True,
                           print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow,
-                                                 HealthCheck.data_too_large])
+                                                 HealthCheck.data_too_large,
+                                                 HealthCheck.function_scoped_fixture])
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
@@ -52,3 +54,24 @@ def _deterministic_policy():
     yield
     dynshape.wait_optimized()
     dynshape.set_policy("optimized")
+
+
+@pytest.fixture
+def driver_calls(monkeypatch):
+    """Counts calls of the compiled drivers themselves: every driver an executor fetches
+    through ``drivers.get`` is wrapped, so the count is the number of times compiled driver
+    code is entered (whatever the executors count themselves). The list only grows (tests
+    compare lengths), so hypothesis tests may share it across their examples."""
+    from dynshape_kernels import drivers
+    calls = []
+    real_get = drivers.get
+
+    def counting_get(family, dtype):
+        disp = real_get(family, dtype)
+
+        def driver(*args):
+            calls.append((family, dtype))
+            return disp(*args)
+        return driver
+    monkeypatch.setattr(drivers, "get", counting_get)
+    return calls

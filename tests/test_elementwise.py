@@ -191,9 +191,18 @@ def test_copy_and_transpose_materialise_views(shape, data):
 def test_copy_any_small_dtype(dtype):
     x = (np.arange(60).reshape(3, 4, 5) % 3).astype(dtype)[:, ::-1, ::2]
     np.testing.assert_array_equal(dynshape.run("copy", x), x)
-    out = np.zeros((5, 4, 3), dtype)[::-1]
-    dynshape.run("transpose", x[:, :, :], out=out[:3].transpose(2, 1, 0)) if False else None
     np.testing.assert_array_equal(dynshape.run("transpose", x), x.T)
+    # out= a strided, reversed, transposed view inside a sentinel-filled buffer
+    root = np.full((5, 4, 3), 7, dtype)
+    out = root[::-1][:3].transpose(2, 1, 0)           # root[4:1:-1] seen as (3, 4, 3)
+    assert out.shape == x.shape and not out.flags.c_contiguous
+    r = dynshape.run("copy", x, out=out)
+    assert r is out
+    np.testing.assert_array_equal(out, x)
+    assert (root[:2] == np.asarray(7, dtype)).all()  # the two rows outside out are untouched
+    out2 = np.full((3, 4, 3), 7, dtype).transpose(2, 1, 0)
+    dynshape.run("transpose", x, out=out2)
+    np.testing.assert_array_equal(out2, x.T)
 
 
 def test_large_odd_shapes():

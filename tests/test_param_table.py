@@ -1,4 +1,6 @@
 """ParamTable as data: save/load with checksum, validation, describe, and driving kernels."""
+import copy
+
 import numpy as np
 import pytest
 
@@ -7,7 +9,8 @@ from dynshape import ParamTable, TableFormatError
 
 
 def _table(shape=(37, 1001)):
-    return dynshape.explain("relu", shape)
+    """A copy of the cached table (tests that alter a table must not alter the cache's)."""
+    return copy.copy(dynshape.explain("relu", shape))
 
 
 def test_roundtrip_and_the_loaded_table_runs(tmp_path):
@@ -68,9 +71,28 @@ def test_bad_entries_are_refused(tmp_path, column, value):
         ParamTable.load(p)
 
 
-def test_save_is_atomic(tmp_path):
-    t = _table()
+def test_save_is_atomic(tmp_path, monkeypatch):
+    """While a table is being written, the file at the destination is still the complete old
+    table; a write that fails leaves the old table and no temporary file behind."""
+    old, new = _table(), _table((3, 70001))
+    assert not np.array_equal(old.entries, new.entries)
     p = tmp_path / "t.npz"
-    t.save(p)
-    t.save(p)
+    old.save(p)
+    real_savez = np.savez
+    during = []
+
+    def failing_savez(f, **arrays):
+        real_savez(f, **arrays)
+        f.flush()
+        during.append(ParamTable.load(p))
+        raise OSError("disk full")
+    monkeypatch.setattr(np, "savez", failing_savez)
+    with pytest.raises(OSError, match="disk full"):
+        new.save(p)
+    monkeypatch.undo()
+    assert np.array_equal(during[0].entries, old.entries)
+    assert np.array_equal(ParamTable.load(p).entries, old.entries)
+    assert [f.name for f in tmp_path.iterdir()] == ["t.npz"]
+    new.save(p)
+    assert np.array_equal(ParamTable.load(p).entries, new.entries)
     assert [f.name for f in tmp_path.iterdir()] == ["t.npz"]

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 from dynshape_kernels.catalog import CATALOG
+from dynshape_kernels.cpu.elementwise import SERIAL_ELEMENTS
 from dynshape_kernels.abi.tail_mode import (ANCHOR_END, DISCARD, OVERLAP, VARIABLE_FULL,
                                         VARIABLE_PARTIAL, TailMode)
 from hypothesis import given
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 
 from dynshape import testing
 from dynshape.bucket import bucket, buckets_upto
-from dynshape.combination import segment
+from dynshape.combination import Tiling, segment
 
 
 @given(testing.tables(), st.data())
@@ -21,10 +22,47 @@ def test_table_covers_every_shape_of_its_bucket(case, data):
     testing.check_coverage(case.table, other)
 
 
-@given(testing.tables(variant="optimized"))
-def test_optimized_never_costs_more_than_simplified(case):
-    simple = case.tiling.simplified()
-    assert case.table.cost <= simple.cost + 1e-9
+def _tables(m, n, strided=False, modes=frozenset(TailMode)):
+    """(simplified, optimized) ParamTables of relu float32 on an (m, n) plane."""
+    from dynshape.param_table import ParamTable
+    fam = CATALOG.families["unary"]
+    w = min(t[2] for t in fam.tiles if t[1] > t[2])
+    bk = (bucket(m, fam.quanta[0]), bucket(n, fam.quanta[1], w))
+    t = Tiling(CATALOG, "unary", "relu", "float32", bk, (m, n), 1, strided, modes)
+    return [ParamTable("unary", "relu", "float32", "cpu", CATALOG.hash, bk, c.entries,
+                       np.zeros(0), 2, CATALOG.family_base("unary", "float32"), fam.op_base,
+                       c.variant, c.cost, c.description, (m, n))
+            for c in (t.simplified(), t.optimized())]
+
+
+def _work(table, m, n):
+    """(elements written, work items): counted on the resolved tiles, not by the cost model."""
+    cover = testing.coverage(table, m, n)
+    return int(cover.sum()), len(table.entries)
+
+
+# Measured on the project machine (relu float32, best of 7x3 blocks, ``dynshape.run`` with
+# ``out=``): (100000,) 39 us simplified / 27 us optimized; (1, 200003) 104 / 77 us;
+# (300, 70001) 11.9 / 8.1 ms, where the tables are those of (40, 70001); (4100,) 5.7 / 12.6 us.
+@pytest.mark.parametrize("m,n", [(1, 100000), (1, 200003), (40, 70001)])
+def test_optimized_table_does_no_more_work_than_simplified(m, n):
+    """Where the driver runs the entries in parallel (above its serial threshold) and the
+    optimizer changes the table, the optimized table writes the same elements, each once,
+    in fewer work items: it cannot be slower (and measured, it was faster, see above)."""
+    assert m * n > SERIAL_ELEMENTS
+    simple, opt = _tables(m, n)
+    ws, wo = _work(simple, m, n), _work(opt, m, n)
+    assert ws[0] == wo[0] == m * n
+    assert wo[1] < ws[1]
+
+
+@pytest.mark.xfail(strict=True, reason="the cost model prices a parallel makespan, but below "
+                   "SERIAL_ELEMENTS the driver runs its entries serially: for (1, 4100) the "
+                   "optimizer picks 9 tiles of 512 over 2 of 4096, measured 2x slower")
+def test_optimized_table_below_the_serial_threshold_adds_no_work_items():
+    simple, opt = _tables(1, 4100)
+    assert 4100 < SERIAL_ELEMENTS
+    assert _work(opt, 1, 4100)[1] <= _work(simple, 1, 4100)[1]
 
 
 @given(testing.tables())
@@ -94,17 +132,58 @@ def test_bucket_count_grows_logarithmically():
     assert bucket(0, 32) == (0, 0)
 
 
-@pytest.mark.parametrize("mode", list(TailMode))
-def test_each_tail_mode_is_reachable_by_the_optimizer(mode):
-    """The optimized combination has a real choice: for some shape each mode wins alone."""
-    from dynshape.combination import Tiling
+_SHAPES = [(m, n) for n in (100, 1000, 4095, 4100, 5000, 9000, 20000, 33000, 70000, 100003)
+           for m in (1, 3, 40)]
+
+
+@pytest.mark.parametrize("strided", [False, True])
+def test_with_every_mode_allowed_the_optimizer_chooses_variable_full_tails(strided):
+    """The CPU cost model prices a VARIABLE_FULL tail at its valid elements only, which is
+    never more than a DISCARD tail (scratch copy), an OVERLAP tail (a full tile) or a
+    VARIABLE_PARTIAL one (the same kernel path, for fewer sizes): the optimizer never prefers
+    the other modes when VARIABLE_FULL is allowed (README, "Tail modes")."""
+    for m, n in _SHAPES:
+        t = Tiling(CATALOG, "unary", "relu", "float32", (bucket(m, 1), bucket(n, 32, 32)),
+                   (m, n), 1, strided, frozenset(TailMode))
+        modes = set(np.unique(t.optimized().entries[:, 1:3]).tolist())
+        assert modes == {VARIABLE_FULL}, (m, n, modes)
+
+
+@pytest.mark.parametrize("t0,T,strided", [(1, 512, False), (1, 4096, False),
+                                           (1, 16384, False), (16, 64, False), (16, 64, True)])
+def test_cost_model_prices_a_variable_full_tail_lowest(t0, T, strided):
+    """Why: for the tiles the optimizer uses (row tiles on contiguous planes, 16x64 tiles on
+    strided ones) a VARIABLE_FULL column tail costs less than the other modes."""
+    from dynshape.cost_model import load
+    cm = load()
+
+    def cost(mode, v):
+        return float(cm.tile_costs(t0, np.array([t0]), np.array([VARIABLE_FULL]),
+                                   np.array([v]), np.array([mode]), np.array([T]),
+                                   strided)[0, 0])
+    for valid in (1, T // 3, T - 1):
+        var = cost(VARIABLE_FULL, valid)
+        assert var < cost(DISCARD, valid)          # scratch copy and allocation on top
+        assert var < cost(OVERLAP, T)              # an overlap tail is a full tile
+        assert var == cost(VARIABLE_PARTIAL, valid)
+
+
+@pytest.mark.parametrize("mode,shape", [(DISCARD, (1, 4100)), (OVERLAP, (1, 1000)),
+                                        (OVERLAP, (40, 100))])
+def test_discard_and_overlap_are_chosen_when_variable_full_tails_are_not_allowed(mode, shape):
+    opt = _tables(*shape, modes=frozenset({mode}))[1]
+    assert mode in set(np.unique(opt.entries[:, 1:3]).tolist())
+    testing.check_coverage(opt, shape)
+
+
+def test_variable_partial_tails_are_offered_to_the_optimizer():
+    """VARIABLE_PARTIAL tails are among the candidates the optimizer prices (and tie with
+    VARIABLE_FULL at best, see above); their coverage is checked by the worked example."""
     found = False
-    for n in (4095, 4100, 5000, 9000, 20000, 33000, 70000, 100):
-        for m in (1, 3, 40):
-            t = Tiling(CATALOG, "unary", "relu", "float32",
-                       (bucket(m, 1), bucket(n, 32, 32)), (m, n), 1, False,
-                       frozenset({VARIABLE_FULL, mode}))
-            cands = list(t.candidates())
-            if any(mode in set(c[2].mode.tolist()) | set(c[1].mode.tolist()) for c in cands):
-                found = True
+    for m, n in _SHAPES:
+        t = Tiling(CATALOG, "unary", "relu", "float32", (bucket(m, 1), bucket(n, 32, 32)),
+                   (m, n), 1, False, frozenset({VARIABLE_FULL, VARIABLE_PARTIAL}))
+        if any(VARIABLE_PARTIAL in set(c[2].mode.tolist()) | set(c[1].mode.tolist())
+               for c in t.candidates()):
+            found = True
     assert found
