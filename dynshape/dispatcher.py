@@ -51,9 +51,10 @@ def explain(op, *arrays_or_shapes, dtype="float32", **attrs):
     if table is not None:
         # the latest call explained with this (bucket-shared) table: describe() and the
         # picture speak in its coordinates (see geometry.call_geometry)
-        from .geometry import Call
+        from .geometry import Call, detached
         dt = str(arrays[0].dtype) if arrays else str(dtype)
-        table.call = Call(op, spec.executor, dt, shapes, tuple(launch.out.shape), launch)
+        table.call = Call(op, spec.executor, dt, shapes, tuple(launch.out.shape),
+                          detached(launch))
     return table
 
 
