@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from dynshape_kernels.catalog import CATALOG
 from dynshape_kernels.common_area import E_MODE0, E_MODE1
 from dynshape_kernels.tail_mode import DISCARD, OVERLAP, VARIABLE_PARTIAL
 
@@ -311,10 +312,38 @@ def _reduce_family(table, call):
     return _geom(table, call, shape, kept, p, _plane_rows(table, p), [note], walk)
 
 
+def fused_call(fused, x, sides, out, shape, p):
+    """The :class:`Call` of an explained fused sequence (its plane spans the broadcast shape
+    of x and the side inputs in C order; the last step may reduce or normalize rows)."""
+    from types import SimpleNamespace
+    standin = detached(SimpleNamespace(family="fused", op="fused", dtype=str(x.dtype),
+                                       out=out, inputs=[x] + list(sides), overlap_ok=False,
+                                       table_attrs=(), extra={}))
+    standin.extra.update(plane=p, shape=tuple(shape), fused=repr(fused))
+    return Call(repr(fused), "fused", str(x.dtype), (tuple(x.shape),)
+                + tuple(tuple(a.shape) for a in sides), tuple(out.shape), standin)
+
+
+def _fused_family(table, call):
+    launch = call.launch
+    p, shape = launch.extra["plane"], launch.extra["shape"]
+    res = table.resolved(p.m, p.n)
+    modes = table.entries[:, [E_MODE0, E_MODE1]]
+    rows = [(i, _category("tile", table.tile, tuple(modes[i]), (v0, v1)), o0, v0, o1, v1)
+            for i, (o0, v0, o1, v1) in enumerate(res.tolist()) if v0 and v1]
+    ops = ", ".join(f"{CATALOG[k].family}/{CATALOG[k].op}" for k in table.kernel_ids())
+    notes = [coalescing_note(shape, p, _why(launch)),
+             f"each tile runs the {len(table.steps)} kernels of the sequence in order: {ops}"]
+    geo = _geom(table, call, shape, tuple(range(len(shape))), p, rows, notes)
+    geo.op = "fused"
+    return geo
+
+
 def _families():
     from .geometry_outputs import conv_family, matmul_family, pool_family
     return {"plane": _plane_family, "reduce": _reduce_family, "rowwise": _reduce_family,
-            "pool": pool_family, "matmul": matmul_family, "conv": conv_family}
+            "pool": pool_family, "matmul": matmul_family, "conv": conv_family,
+            "fused": _fused_family}
 
 
 def call_geometry(table):

@@ -212,6 +212,31 @@ def test_pool_output_tiles_and_one_window():
     assert geo.window["window"] == (2 * r - 1, 2 * c - 1, 2 * (vh - 1) + 3, 2 * (vw - 1) + 3)
 
 
+@pytest.mark.parametrize("steps,shape,sides", [
+    ([("add", "bias"), "gelu", "softmax"], (300, 77), {"bias": (77,)}),
+    (["relu", "exp"], (3, 517, 153), {}),
+])
+def test_fused_sequence_is_drawn_on_the_users_grid(steps, shape, sides):
+    f = dynshape.fuse(steps)
+    t = dynshape.explain(f, shape, **sides)
+    geo = call_geometry(t)
+    assert geo.grid == shape[-2:] and geo.batch == shape[:-2]
+    count, owner = _paint(geo)
+    assert (count == 1).all()
+    m, n = t.shape                       # the plane the table was built for: this call's
+    res = t.resolved(m, n)
+    live = [i for i, (_, v0, _, v1) in enumerate(res.tolist()) if v0 and v1]
+    assert geo.runs == len(live) == sum(geo.counts.values())
+    flat = np.full(m * n, -1, np.int64)  # plane rows x columns in C order = the tensor's
+    for i in live:
+        o0, v0, o1, v1 = res[i]
+        for r in range(o0, o0 + v0):
+            flat[r * n + o1:r * n + o1 + v1] = i
+    R, C = shape[-2:]
+    assert np.array_equal(owner.reshape(-1), flat[:R * C])
+    assert "each tile runs the" in t.describe() and f"{len(live)} entr" in t.describe()
+
+
 def test_a_table_without_a_call_is_drawn_on_its_plane():
     t = dynshape.explain("relu", (300, 7))
     t2 = dynshape.ParamTable.__new__(type(t))
