@@ -91,6 +91,8 @@ def _attr(text):
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"an attribute is NAME=VALUE, got {text!r}")
+    if value.lower() in ("true", "false"):
+        return name, value.lower() == "true"
     try:
         vals = [float(v) if any(c in v for c in ".e") else int(v) for v in value.split(",")]
     except ValueError:

@@ -105,10 +105,11 @@ def draw(geo, title=None):
 
 
 def _walk_arrow(ax, walk, R, C):
-    if walk == "columns":
+    if walk in ("columns", "grid"):
         ax.annotate("", xy=(C, R / 2), xytext=(0, R / 2),
                     arrowprops=dict(arrowstyle="->", lw=2, color="black"))
-        ax.text(C / 2, R / 2, "reduced axis: walked inside each kernel", ha="center",
+        what = "reduced axis" if walk == "columns" else "reduced axes: the whole grid is"
+        ax.text(C / 2, R / 2, f"{what} walked inside each kernel", ha="center",
                 va="bottom", fontsize=8, backgroundcolor="white")
     else:
         ax.annotate("", xy=(C / 2, R), xytext=(C / 2, 0),

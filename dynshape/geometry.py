@@ -295,7 +295,8 @@ def _walked(call, shape, axes, kept_plane):
     note = (f"{_dims(shape)}: the kept elements ({_dims(kept) if kept else 'one'}) are tiled "
             f"as plane {kept_plane.m}x{kept_plane.n}; the {what} {which} ({red} elements per "
             f"kept element) {verb} walked inside each kernel")
-    walk = "columns" if gc in axes else "rows" if gr in axes else None
+    walk = ("grid" if gc in axes and gr is not None and gr in axes else
+            "columns" if gc in axes else "rows" if gr in axes else None)
     return note, walk
 
 

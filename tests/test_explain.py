@@ -121,6 +121,16 @@ def test_transposed_copy_is_explained(how, capsys):
     assert geo.runs == len(_live_plane_entries(t, 517, 1531))
 
 
+def test_cli_attributes(capsys):
+    assert cli.main(["explain", "sum", "5x6x7", "--attr", "axis=1,2", "--attr",
+                     "keepdims=true", "--limit", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "call: sum float32 5x6x7" in out and "axes 1, 2 (42 elements" in out
+    with pytest.raises(SystemExit):
+        cli.main(["explain", "sum", "5x6", "--attr", "axis"])
+    assert "NAME=VALUE" in capsys.readouterr().err
+
+
 def test_axes_order_of_a_3d_view(capsys):
     assert cli.main(["explain", "relu", "4x30x50", "--axes", "2,0,1", "--limit", "0"]) == 0
     out = capsys.readouterr().out
@@ -137,24 +147,26 @@ def test_axes_order_of_a_3d_view(capsys):
     ("max", (77, 100), 0, "rows"),
     ("softmax", (77, 30522), -1, "columns"),
     ("layer_norm", (6, 33, 64), -1, "columns"),
+    ("sum", (5, 6, 7), (1, 2), "grid"),
 ])
 def test_reductions_tile_the_kept_elements(op, shape, axis, walk):
     t = dynshape.explain(op, shape, axis=axis)
     geo = call_geometry(t)
-    ax = axis % len(shape)
+    axes = [a % len(shape) for a in (axis if isinstance(axis, tuple) else (axis,))]
     assert geo.grid == shape[-2:] and geo.walk == walk
     assert geo.batch == shape[:-2]
     count, _ = _paint(geo)
     assert (count == 1).all()
     for p in geo.pieces:                  # the reduced axis is covered whole by every tile
-        if walk == "columns":
+        if walk in ("columns", "grid"):
             assert (p.col, p.cols) == (0, shape[-1])
-        else:
+        if walk in ("rows", "grid"):
             assert (p.row, p.rows) == (0, shape[-2])
-    kept = math.prod(s for d, s in enumerate(shape) if d != ax)
+    kept = math.prod(s for d, s in enumerate(shape) if d not in axes)
     assert geo.runs == len(_live_plane_entries(t, 1, kept)) == sum(geo.counts.values())
     text = t.describe()
-    assert f"axis {ax} ({shape[ax]} elements per kept element)" in text
+    which = f"axis {axes[0]}" if len(axes) == 1 else "axes " + ", ".join(map(str, axes))
+    assert f"{which} ({math.prod(shape[a] for a in axes)} elements per kept element)" in text
     assert "walked inside each kernel" in text
 
 
