@@ -97,7 +97,8 @@ def draw(geo, title=None):
                   title=f"entries run: {geo.runs}", title_fontsize=8)
     if geo.window:
         _window_panel(fig.add_subplot(1, panels, 2), ax, geo.window, Rectangle)
-    ax.set_title("\n".join(textwrap.wrap(title or geo.title(), 90)), fontsize=9)
+    head = textwrap.wrap(title or geo.title(), 90) + textwrap.wrap(geo.subtitle, 90)
+    ax.set_title("\n".join(head), fontsize=9)
     notes = "\n".join("\n".join(textwrap.wrap(n, 150)) for n in geo.notes)
     fig.text(0.01, 0.01, notes, fontsize=7, va="bottom", ha="left")
     fig.tight_layout(rect=(0, 0.04 + 0.025 * notes.count("\n"), 1, 1))

@@ -77,6 +77,7 @@ class Geometry:
     notes: list
     walk: str = None            # "rows" or "columns": the reduced axis walked in a kernel
     window: dict = None         # conv/pool: one tile's input window (input coordinates)
+    subtitle: str = ""          # what the grid does not show (e.g. matmul's K blocking)
 
     def title(self):
         shape = "x".join(map(str, self.shape)) or "scalar"

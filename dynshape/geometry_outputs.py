@@ -70,9 +70,10 @@ def matmul_family(table, call):
              f"{M}x{N} output tiles per batch; K={K} is walked inside each tile in {blocks}, "
              f"never tiled"]
     n = int(run.sum())
+    sub = f"K={K} walked inside each output tile in {blocks}"
     return Geometry(call.op, call.dtype, shape, (M, N), batch,
                     tuple(f"b{i}" for i in range(len(batch))), pieces, _counts(cats), n,
-                    len(table), n, notes)
+                    len(table), n, notes, subtitle=sub)
 
 
 def conv_family(table, call):
@@ -101,7 +102,9 @@ def conv_family(table, call):
              f"K = {g['Cg']}x{g['KH']}x{g['KW']} = {g['Cg'] * g['KH'] * g['KW']} is walked "
              f"inside each tile"]
     geo = Geometry(call.op, call.dtype, shape, (OH, OW), (N, M), ("N", "M"), pieces,
-                   _counts(cats), len(cats), len(table), len(cats), notes)
+                   _counts(cats), len(cats), len(table), len(cats), notes,
+                   subtitle=f"K = {g['Cg']}x{g['KH']}x{g['KW']} walked inside each tile; "
+                            f"outlined: one tile and (right) its input window")
     if pieces:
         pc = pieces[len(pieces) // 2]
         geo.window = _window((pc.row, pc.col, pc.rows, pc.cols),
