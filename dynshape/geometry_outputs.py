@@ -67,8 +67,8 @@ def matmul_family(table, call):
                                                           if K % kc else "") for kc in kcs)
     shape = batch + (M, N)
     notes = [f"output {_dims(shape)} = A {_dims(call.shapes[0])} @ B {_dims(call.shapes[1])}: "
-             f"the {M}x{N} output of each batch is tiled; K={K} is walked inside each tile in {blocks}, "
-             f"never tiled"]
+             f"the {M}x{N} output of each batch is tiled; K={K} is walked inside each tile in "
+             f"{blocks}, never tiled"]
     n = int(run.sum())
     sub = f"K={K} walked inside each output tile in {blocks}"
     return Geometry(call.op, call.dtype, shape, (M, N), batch,
