@@ -30,16 +30,27 @@ def main(argv=None):
                                    "the input dtypes it accepts and its attributes (defaults).")
     o.add_argument("--family", action="append", metavar="FAMILY",
                    help="only this family (repeat for several)")
-    ex = sub.add_parser("explain", help="print the parameter table a call would use",
+    ex = sub.add_parser("explain", help="print the parameter table a call would use, in "
+                        "the coordinates of your tensor (and optionally draw it)",
                         description="Print the parameter table dynshape.run would use for "
                                     "an op on inputs of the given shapes (nothing computed).")
     ex.add_argument("op", help="an op name (see: dynshape ops)")
     ex.add_argument("shapes", nargs="+", type=_shape, help="one shape per input, e.g. 517x1531")
     ex.add_argument("--dtype", default="float32", help="input dtype (default: float32)")
-    ex.add_argument("--optimized", action="store_true", help="the optimized combination")
-    ex.add_argument("--limit", type=int, default=20, help="entries to print")
+    ex.add_argument("--attr", action="append", default=[], metavar="NAME=VALUE",
+                    type=_attr, help="an op attribute, e.g. axis=1 or pads=1,1,1,1 (repeat)")
+    layout = ex.add_mutually_exclusive_group()
+    layout.add_argument("--transposed", action="store_true",
+                        help="inputs are transposed views (last two dims swapped) of "
+                             "C-contiguous arrays, e.g. x.T")
+    layout.add_argument("--axes", type=_axes, metavar="ORDER",
+                        help="inputs of this rank are views a.transpose(ORDER) of "
+                             "C-contiguous arrays, e.g. 1,0 or 0,2,1")
+    ex.add_argument("--optimized", action="store_true",
+                    help="the optimized combination (default: the simplified one)")
+    ex.add_argument("--limit", type=int, default=20, help="entries to print (default 20)")
     ex.add_argument("--png", nargs="?", const="", metavar="FILE",
-                    help="also save a picture of the tiles (default file: "
+                    help="also save a picture of the tiles on your tensor (default file: "
                          "OP_SHAPE_tiles.png); needs the plot extra (matplotlib)")
     sub.add_parser("catalog", help="list the static kernel families and compiled drivers",
                    description="List the static kernel families of the catalog (ops, dtypes, "
@@ -111,7 +122,8 @@ def _dispatch(args, dynshape):
     elif args.cmd == "explain":
         dynshape.set_policy("optimized" if args.optimized else "simplified")
         try:
-            t = dynshape.explain(args.op, *args.shapes, dtype=args.dtype)
+            t = dynshape.explain(args.op, *_inputs(args), dtype=args.dtype,
+                                 **dict(args.attr))
         except dynshape.DynshapeError as exc:
             print(f"dynshape: {exc}", file=sys.stderr)
             return 2
@@ -189,17 +201,66 @@ def _keys(args):
     return 0
 
 
+def _attr(text):
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"an attribute is NAME=VALUE, got {text!r}")
+    if value.lower() in ("true", "false"):
+        return name, value.lower() == "true"
+    try:
+        vals = [float(v) if any(c in v for c in ".e") else int(v) for v in value.split(",")]
+    except ValueError:
+        return name, value
+    return name, vals[0] if len(vals) == 1 else tuple(vals)
+
+
+def _axes(text):
+    try:
+        return tuple(int(a) for a in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"an axes order is like 1,0 or 0,2,1; got {text!r}")
+
+
+def _inputs(args):
+    """Shapes, or for --transposed / --axes views of C-contiguous placeholder arrays (no
+    memory) with those shapes."""
+    if not (args.transposed or args.axes):
+        return args.shapes
+    from . import ops
+    from .errors import ArgumentError
+    out = []
+    for shape in args.shapes:
+        order = None
+        if args.transposed and len(shape) >= 2:
+            order = tuple(range(len(shape) - 2)) + (len(shape) - 1, len(shape) - 2)
+        elif args.axes and len(args.axes) == len(shape):
+            order = args.axes
+            if sorted(order) != list(range(len(shape))):
+                raise ArgumentError(f"--axes {','.join(map(str, order))} is not an order of "
+                                    f"the {len(shape)} axes of {shape}")
+        if order is None:
+            out.append(shape)
+            continue
+        base = [0] * len(shape)
+        for i, a in enumerate(order):
+            base[a] = shape[i]
+        out.append(ops.placeholder(tuple(base), args.dtype).transpose(order))
+    return out
+
+
 def _save_picture(table, args):
     from .picture import plot_table
     path = args.png or "_".join([args.op] + ["x".join(map(str, s)) or "scalar"
                                               for s in args.shapes]) + "_tiles.png"
     try:
-        num = plot_table(table, path)
+        geo = plot_table(table, path)
     except (ImportError, OSError) as exc:
         print(f"dynshape: {exc}", file=sys.stderr)
         return 2
-    print(f"picture: {path} ({num['full']} full tiles, {num['tail']} tails, "
-          f"{num['overlap']} overlap tiles)")
+    from .geometry import label
+    print(f"picture: {path} ({geo.runs} entries run: "
+          + ", ".join(f"{n} x {label(c)}" for c, n in sorted(geo.counts.items(),
+                                                                key=lambda i: -i[1])) + ")")
     return 0
 
 

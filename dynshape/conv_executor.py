@@ -119,6 +119,8 @@ class ConvTable:
                  f"  slot {self.slot}: {kinds[self.slot]}, tile <= {CONV_TILES[self.slot][0]} "
                  f"channels x {CONV_TILES[self.slot][1]} positions",
                  "  entry: " + " ".join(f"{c:>5s}" for c in ENTRY_COLUMNS)]
+        from .geometry import call_lines
+        lines[4:4] = call_lines(self)
         for row in self.entries[:limit]:
             lines.append("         " + " ".join(f"{int(v):5d}" for v in row))
         if len(self) > limit:

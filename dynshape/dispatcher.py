@@ -48,7 +48,16 @@ def explain(op, *arrays_or_shapes, dtype="float32", **attrs):
               for a in arrays_or_shapes]
     with ops.planning():
         launch = spec.prepare(arrays, None, attrs)
-        return _EXECUTORS[spec.executor][1](launch)
+        shapes = tuple(tuple(a.shape) for a in arrays)
+        table = _EXECUTORS[spec.executor][1](launch)
+    if table is not None:
+        # the latest call explained with this (bucket-shared) table: describe() and the
+        # picture speak in its coordinates (see geometry.call_geometry)
+        from .geometry import Call, detached
+        dt = str(arrays[0].dtype) if arrays else str(dtype)
+        table.call = Call(op, spec.executor, dt, shapes, tuple(launch.out.shape),
+                          detached(launch))
+    return table
 
 
 def _placeholder(shape, dtype):

@@ -338,6 +338,8 @@ class FusedTable:
                  f"  {len(self)} entries of {self.tile[0]}x{self.tile[1]} tiles, each running "
                  f"{len(self.steps)} kernels in order:",
                  "  step: kernel id, family/op, kind, side, attributes"]
+        from .geometry import call_lines
+        lines[2:2] = call_lines(self)
         for k, (kid, kind, code, side, attr) in enumerate(self.steps):
             sk = CATALOG[int(kid)]
             extra = ""
@@ -898,7 +900,7 @@ def _launch(fused, prog, dtype, x, arrs, out, shape, explain):
     sig = (dtype, shape, x.shape, x.strides, out.shape, out.strides,
            tuple((a.shape, a.strides) for a in arrs))
     hit = fused._memo.get(sig)
-    if hit is not None and config.cache.get(hit[0], count_miss=False) is not None:
+    if hit is not None and not explain and config.cache.get(hit[0], count_miss=False) is not None:
         key, table, common, fctl = hit
     else:
         strides = _operand_strides(fused, prog, x, arrs, out, shape)
@@ -909,6 +911,8 @@ def _launch(fused, prog, dtype, x, arrs, out, shape, explain):
         check_outer(p)
         table = _table(fused, prog, dtype, p)
         if explain:
+            from .geometry import fused_call
+            table.call = fused_call(fused, x, arrs, out, shape, p)
             return table
         offsets = [flat_view(out)[1], flat_view(x)[1]] + [flat_view(a)[1] for a in arrs]
         binder = _Binder(len(offsets))

@@ -107,6 +107,8 @@ class MatmulTable(ParamTable):
                 "  K is walked inside each tile in the slot's K blocks (never tiled, never "
                 "overlapped); tiles past the real M/N/batch are clipped by the driver",
                 "     kid  slot     m0     n0     tm     tn  batch"]
+        from .geometry import call_lines
+        rows[3:3] = call_lines(self)
         for r in self.entries[:limit]:
             rows.append(f"  {self.id_base + r[0]:6d}  {r[0]:4d} {r[1]:6d} {r[2]:6d} {r[3]:6d} "
                         f"{r[4]:6d} {r[5]:6d}")

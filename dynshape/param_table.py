@@ -114,8 +114,10 @@ class ParamTable:
         lines = [f"ParamTable v{TABLE_VERSION} {self.op} {self.dtype} {self.target} "
                  f"({self.variant}, catalog {self.catalog_hash})",
                  f"  bucket: rows {lo0 + 1}..{hi0}, columns {lo1 + 1}..{hi1}"
-                 + (f"; built for {self.shape}" if self.shape else ""),
+                 + (f"; built for plane {self.shape[0]}x{self.shape[1]}" if self.shape else ""),
                  f"  {len(self)} entries, model cost {self.cost / 1e3:.2f} us: {self.description}"]
+        from .geometry import call_lines
+        lines += call_lines(self)
         tiles = {}
         for k in self.entries[:, E_KID]:
             tiles[catalog[int(k)].tile] = tiles.get(catalog[int(k)].tile, 0) + 1

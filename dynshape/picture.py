@@ -1,12 +1,14 @@
-"""Pictures of a table's tiling (seed 004, Fig. 11): the inner plane and the tile of every entry.
+"""Pictures of a table's tiling (seed 004, Fig. 11).
 
-:func:`tile_rectangles` is the geometry: the region each entry writes at a plane shape, classed
+:func:`plot_table` and :func:`figure` draw the call a table answered in the user's
+coordinates (``geometry.call_geometry``: the tensor's last two dims as the grid). A table
+that records no call is drawn on its own inner plane. :func:`tile_rectangles` is the plane
+geometry: the region each entry writes at a plane shape, classed
 as a *full* tile (it writes a whole kernel tile), a *tail* (a tile cut short at the plane's
 end: variable, partial or discard tail) or an *overlap* tile (an OVERLAP tail anchored back
 from the end, a full tile that rewrites elements another entry wrote). For DISCARD tails the
 kernel computes the whole tile and drops the part outside the plane: that part is reported
-too. :func:`figure` draws the geometry with matplotlib and :func:`plot_table` saves it as a
-PNG. matplotlib is only imported for drawing (the ``plot`` extra).
+too. matplotlib is only imported for drawing (the ``plot`` extra).
 """
 import os
 from collections import Counter
@@ -17,12 +19,9 @@ from dynshape_kernels.abi.common_area import E_MODE0, E_MODE1
 from dynshape_kernels.abi.tail_mode import DISCARD, OVERLAP
 
 from .errors import ShapeError
+from .geometry import Piece
 
 KINDS = ("full", "tail", "overlap")
-COLOURS = {"full": "#4c8bd6", "tail": "#f2a93b", "overlap": "#d6443c",
-           "discarded": "#7f7f7f"}
-LABELS = {"full": "full tiles", "tail": "tails", "overlap": "overlap tiles",
-          "discarded": "discarded (computed, not written)"}
 
 
 @dataclass(frozen=True)
@@ -94,80 +93,50 @@ def counts(rects):
     return out
 
 
-def _matplotlib():
-    try:
-        import matplotlib  # noqa: F401  (the package itself first: a clear error if absent)
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.collections import PatchCollection
-        from matplotlib.figure import Figure
-        from matplotlib.patches import Patch, Rectangle
-    except ImportError as exc:
-        raise ImportError("drawing a parameter table needs matplotlib; install the plot "
-                          "extra: pip install 'dynshape[plot]'", name="matplotlib") from exc
-    return FigureCanvasAgg, PatchCollection, Figure, Patch, Rectangle
+def plane_geometry(table, shape=None, catalog=None):
+    """A :class:`geometry.Geometry` of the table's own plane at ``shape`` (see
+    :func:`plane_shape`): the picture of a table that records no call."""
+    from .geometry import Geometry, _category
+    catalog = catalog or CATALOG
+    m, n = plane_shape(table, shape)
+    modes = table.entries[:, [E_MODE0, E_MODE1]]
+    pieces = []
+    for r in tile_rectangles(table, (m, n), catalog):
+        cat = _category(r.kind, r.tile, tuple(modes[r.entry]), (r.rows, r.cols))
+        pieces.append(Piece(r.entry, cat, r.row, r.col, r.rows, r.cols))
+    num = Counter(p.category for p in pieces)
+    return Geometry(f"{table.op} plane", table.dtype, (m, n), (m, n), (), (), pieces, dict(num),
+                    len(pieces), len(table), len(pieces),
+                    [f"the table's inner plane {m}x{n} (no call recorded)"])
+
+
+def geometry(table, shape=None, catalog=None):
+    """The user-coordinate geometry of the call ``table`` answered (``dynshape.explain``),
+    or, with ``shape`` = (rows, columns) or for a table that records no call, of its plane."""
+    if shape is None and getattr(table, "call", None) is not None:
+        from .geometry import call_geometry
+        return call_geometry(table)
+    return plane_geometry(table, shape, catalog)
 
 
 def figure(table, shape=None, catalog=None, title=None):
-    """A matplotlib Figure of the tiling (no pyplot, no global state). Each kind is one
-    PatchCollection whose ``gid`` is the kind ("full", "tail", "overlap", "discarded")."""
-    FigureCanvasAgg, PatchCollection, Figure, Patch, Rectangle = _matplotlib()
-    m, n = plane_shape(table, shape)
-    rects = tile_rectangles(table, (m, n), catalog)
-    num = counts(rects)
-    width = 10.0
-    height = min(max(width * m / n, 1.6), 10.0) + 1.2
-    fig = Figure(figsize=(width, height), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    lw = 0.8 if len(rects) <= 2000 else 0.2
-    for kind in KINDS:
-        patches = [Rectangle((r.col, r.row), r.cols, r.rows) for r in rects if r.kind == kind]
-        if not patches:
-            continue
-        alpha = 0.55 if kind == "overlap" else 0.9
-        coll = PatchCollection(patches, facecolor=COLOURS[kind], edgecolor="black",
-                               linewidth=lw, alpha=alpha, hatch="//" if kind == "overlap"
-                               else None)
-        coll.set_gid(kind)
-        ax.add_collection(coll)
-    dropped = [Rectangle((r.col, r.row), r.discarded[1], r.discarded[0]) for r in rects
-               if r.discarded != (0, 0)]
-    far_r, far_c = m, n
-    if dropped:
-        coll = PatchCollection(dropped, facecolor=COLOURS["discarded"], alpha=0.35,
-                               edgecolor="black", linewidth=lw, linestyle="--", zorder=0.5)
-        coll.set_gid("discarded")
-        ax.add_collection(coll)
-        far_r = max(far_r, max(r.row + r.discarded[0] for r in rects))
-        far_c = max(far_c, max(r.col + r.discarded[1] for r in rects))
-    ax.add_patch(Rectangle((0, 0), n, m, fill=False, edgecolor="black", linewidth=1.6))
-    ax.set_xlim(0, far_c)
-    ax.set_ylim(far_r, 0)
-    ax.set_xlabel("columns")
-    ax.set_ylabel("rows")
-    ax.set_aspect("equal" if 0.05 <= m / n <= 20 else "auto")
-    handles = [Patch(facecolor=COLOURS[k], edgecolor="black", label=f"{LABELS[k]}: {num[k]}")
-               for k in KINDS if num[k]]
-    if num["discarded"]:
-        handles.append(Patch(facecolor=COLOURS["discarded"], alpha=0.35, edgecolor="black",
-                             linestyle="--",
-                             label=f"{LABELS['discarded']}: {num['discarded']}"))
-    if handles:
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
-    ax.set_title(title or f"{table.op} {table.dtype} ({table.variant}): plane {m}x{n}, "
-                 f"{len(table)} entries", fontsize=10)
-    fig.tight_layout()
-    return fig
+    """A matplotlib Figure of the tiling (see :func:`geometry` and ``drawing.draw``)."""
+    from .drawing import draw, matplotlib_parts
+    matplotlib_parts()
+    return draw(geometry(table, shape, catalog), title)
 
 
 def plot_table(table, path, shape=None, catalog=None, title=None):
-    """Save the picture of ``table``'s tiling at plane ``shape`` as a PNG at ``path``.
+    """Save the picture of ``table``'s tiling as a PNG at ``path``: in the coordinates of the
+    call it answered (``dynshape.explain``), or of its plane at ``shape``.
 
-    Returns the counts per kind (see :func:`counts`). Raises ImportError naming the ``plot``
-    extra when matplotlib is missing, ShapeError for a shape outside the table's bucket."""
+    Returns the :class:`geometry.Geometry` drawn (``counts``: entries run per kind). Raises
+    ImportError naming the ``plot`` extra when matplotlib is missing, ShapeError for a shape
+    outside the table's bucket."""
     if table is None:
         raise ShapeError("no table to draw: the result is empty, no kernel runs")
-    fig = figure(table, shape, catalog, title)
-    path = os.fspath(path)
-    fig.savefig(path, format="png")
-    return counts(tile_rectangles(table, shape, catalog))
+    geo = geometry(table, shape, catalog)
+    from .drawing import draw
+    fig = draw(geo, title)
+    fig.savefig(os.fspath(path), format="png")
+    return geo

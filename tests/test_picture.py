@@ -1,5 +1,6 @@
 """The tiling picture (seed 004, Fig. 11): geometry checked against the table's coverage,
 the figure's patches against the geometry, the PNG as a file; never pixels."""
+import re
 import sys
 
 import numpy as np
@@ -10,7 +11,9 @@ import dynshape
 from dynshape import cli, testing
 from dynshape.errors import ShapeError
 from dynshape.param_table import ParamTable
-from dynshape.picture import COLOURS, KINDS, counts, figure, plot_table, tile_rectangles
+from dynshape.drawing import colours
+from dynshape.geometry import label
+from dynshape.picture import KINDS, counts, figure, plot_table, plane_geometry, tile_rectangles
 from dynshape_kernels.catalog import CATALOG
 from dynshape_kernels.abi.common_area import E_MODE0, E_MODE1
 from dynshape_kernels.abi.tail_mode import ANCHOR_END, ANCHOR_START, DISCARD, OVERLAP, VARIABLE_FULL
@@ -99,20 +102,35 @@ def test_a_shape_outside_the_bucket_is_refused():
         tile_rectangles(_hand_made(), (40,))
 
 
-def test_figure_has_one_collection_per_kind_with_matching_patches():
+def test_figure_has_one_collection_per_category_with_matching_patches():
     pytest.importorskip("matplotlib", reason="the picture needs the plot extra (matplotlib)")
     from matplotlib.colors import to_rgba
     table = _hand_made()
     for shape in [(40, 100), (40, 128)]:
-        num = counts(tile_rectangles(table, shape))
+        geo = plane_geometry(table, shape)
+        rects = tile_rectangles(table, shape)
+        assert geo.runs == len(rects) == sum(geo.counts.values())
+        # categories: full tiles by tile shape, tails by mode, overlaps apart
+        want = {}
+        for r in rects:
+            modes = tuple(table.entries[r.entry, [E_MODE0, E_MODE1]])
+            short = [md for md, v, t in zip(modes, (r.rows, r.cols), r.tile) if v < t]
+            cat = (("overlap", r.tile, "overlap") if r.kind == "overlap" else
+                   ("full", r.tile, None) if r.kind == "full" else
+                   ("tail", r.tile, "discard" if DISCARD in short else "variable full"))
+            want[cat] = want.get(cat, 0) + 1
+        assert geo.counts == want
         ax = figure(table, shape).axes[0]
         colls = {c.get_gid(): c for c in ax.collections}
-        assert set(colls) == {k for k, v in num.items() if v}
-        for kind, coll in colls.items():
-            assert len(coll.get_paths()) == num[kind], kind
-            assert np.allclose(coll.get_facecolor()[0][:3], to_rgba(COLOURS[kind])[:3])
-        assert len({tuple(np.round(c.get_facecolor()[0][:3], 3)) for c in colls.values()}) \
-            == len(colls)
+        style = colours(geo.counts)
+        assert set(colls) == {label(c) for c in want}
+        for cat, n in want.items():
+            coll = colls[label(cat)]
+            assert len(coll.get_paths()) == n, cat
+            assert np.allclose(coll.get_facecolor()[0][:3], to_rgba(style[cat][0])[:3])
+            assert (coll.get_hatch() == "//") == (cat[0] == "overlap")
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert sorted(legend) == sorted(f"{label(c)}: {n}" for c, n in want.items())
 
 
 def test_plot_table_writes_a_valid_png(tmp_path):
@@ -120,14 +138,28 @@ def test_plot_table_writes_a_valid_png(tmp_path):
     import matplotlib.image
     t = dynshape.explain("add", (300, 257), (257,))
     path = tmp_path / "tiles.png"
-    num = plot_table(t, path)
+    geo = plot_table(t, path)
     data = path.read_bytes()
     assert data[:8] == PNG_MAGIC and data[12:16] == b"IHDR"
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert width > 100 and height > 100
     assert matplotlib.image.imread(str(path)).shape[:2] == (height, width)
-    assert num == counts(tile_rectangles(t))
-    assert num["full"] + num["tail"] + num["overlap"] > 0
+    # the user's 300x257 grid, every entry that runs counted once
+    assert geo.grid == (300, 257) and geo.runs == sum(geo.counts.values())
+    assert geo.runs == len(tile_rectangles(t, (300, 257))) > 0
+
+
+def test_picture_legend_counts_add_up_for_a_coalesced_call():
+    pytest.importorskip("matplotlib", reason="the picture needs the plot extra (matplotlib)")
+    t = dynshape.explain("relu", (517, 1531))
+    ax = figure(t).axes[0]
+    legend = ax.get_legend()
+    nums = [int(x.get_text().rsplit(": ", 1)[1]) for x in legend.get_texts()]
+    live = int(((lambda r: (r[:, 2] > 0) & (r[:, 4] > 0))(
+        t.resolved(1, 517 * 1531, CATALOG))).sum())
+    assert sum(nums) == live == int(legend.get_title().get_text().split(": ")[1])
+    assert "517x1531" in ax.get_title() and f"{live} entries run" in ax.get_title()
+    assert ax.get_xlim() == (0, 1531) and ax.get_ylim() == (517, 0)
 
 
 def test_plot_table_refuses_no_table(tmp_path):
@@ -147,7 +179,11 @@ def test_cli_explain_saves_the_picture(tmp_path, monkeypatch, capsys):
     path = tmp_path / "add.png"
     assert cli.main(["explain", "add", "40x150", "1x150", "--png", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "ParamTable" in out and f"picture: {path}" in out
+    assert "ParamTable" in out and f"picture: {path} (" in out
+    # the counts printed add up to the entries run, drawn on the user's 40x150 tensor
+    runs, kinds = re.search(r"picture: .*\((\d+) entries run: (.*)\)", out).groups()
+    assert sum(int(k.split(" x ")[0]) for k in kinds.split(", ") if " x " in k) == int(runs)
+    assert "call: add float32 40x150" in out
     assert path.read_bytes()[:8] == PNG_MAGIC
     monkeypatch.chdir(tmp_path)
     assert cli.main(["explain", "relu", "3x1000", "--png"]) == 0
