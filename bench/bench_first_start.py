@@ -53,7 +53,7 @@ else:
     y = dynshape.run("softmax", dynshape.run("relu", x), axis=-1)
 t_result = time.time()
 cpu = time.process_time()
-pkg = dynshape.package.active_package()
+pkg = dynshape.packages.load.active_package()
 print(json.dumps(dict(script=t_script, numpy=t_numpy, numba=t_numba, imported=t_import,
                       inputs=t_inputs, result=t_result, cpu=cpu, compilations=len(compiles),
                       package_s=pkg.seconds if pkg else None,
@@ -127,7 +127,7 @@ def main(argv=None):
     m, n = (int(s) for s in args.shape.split("x"))
 
     import dynshape
-    from dynshape import pregenerate
+    from dynshape.packages import build as pregenerate
     workload = "fused" if hasattr(dynshape, "fuse") else "relu+softmax"
     families = ["fused"] if workload == "fused" else ["unary", "rowwise"]
     tmp = tempfile.mkdtemp(prefix="dynshape-first-start-")

@@ -8,7 +8,7 @@ All three run in the same process, 2 threads (Numba's threads, OpenBLAS as confi
 wall time of the rounds, printed as GFLOP/s and ratios. The targets (issue: matmul >= 60%
 of OpenBLAS on the large shapes, ahead of NumPy on batched-small) are printed next to them.
 ``--slots`` times every micro-kernel slot alone on one thread on the shapes it is made for:
-the numbers behind ``dynshape.matmul_combination.SLOT_GFLOPS``.
+the numbers behind ``dynshape.planning.matmul.SLOT_GFLOPS``.
 """
 import argparse
 import time

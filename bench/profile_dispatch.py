@@ -2,7 +2,7 @@
 
     python -m bench.profile_dispatch [--serial-driver] [--cprofile N]
 
-Stage times: each step of ``dynshape.executor.run_plane`` (and the op spec's ``prepare``)
+Stage times: each step of ``dynshape.runtime.plane.run_plane`` (and the op spec's ``prepare``)
 called in isolation with the arguments the real call builds, timed round-robin (medians of
 samples of many calls). The fast path is a hit in the executor's exact-layout memo; the
 "memo miss" stages are what a new layout whose bucket table is cached adds. The stages mirror dynshape internals as of this writing; when those
@@ -31,10 +31,12 @@ else:
 
 def context(op="relu", n=1000, dtype=np.float32):
     """Everything a warm cache-hit call of ``op`` on ``n`` elements builds, step by step
-    (mirrors dynshape.executor.run_plane)."""
+    (mirrors dynshape.runtime.plane.run_plane)."""
     import dynshape
-    from dynshape import config, executor, ops
-    from dynshape.layout import flat_view
+    from dynshape import ops
+    from dynshape.runtime import config
+    from dynshape.runtime import plane as executor
+    from dynshape.runtime.layout import flat_view
     from dynshape_kernels import drivers
 
     x = np.random.default_rng(0).standard_normal(n).astype(dtype)
@@ -80,8 +82,10 @@ def stage_fns(ctx):
     starting with "TOTAL" are whole calls; "memo miss:" stages run only for a layout not
     seen before (the table is still a bucketed-cache hit)."""
     import dynshape
-    from dynshape import config, executor, ops
-    from dynshape.layout import flat_view
+    from dynshape import ops
+    from dynshape.runtime import config
+    from dynshape.runtime import plane as executor
+    from dynshape.runtime.layout import flat_view
     from dynshape_kernels import drivers
 
     x, o, spec, launch, p, key, table = (ctx[k] for k in

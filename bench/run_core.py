@@ -240,7 +240,8 @@ def _combination_alone(arg, variant):
     """Seconds of the miss path's parts for one shape: executor._tiling (the Tiling problem),
     Tiling.simplified()/optimized() (the combination alone) and executor.build_table
     (both plus ParamTable construction and bind); and the number of entries."""
-    from dynshape import executor, ops
+    from dynshape import ops
+    from dynshape.runtime import plane as executor
     a = _placeholder(arg) if isinstance(arg, tuple) else arg
     with ops.planning():
         launch = ops.get("relu").prepare([a], None, {})

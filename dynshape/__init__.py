@@ -9,34 +9,36 @@ algorithm that emits a parameter table; one compiled driver call runs it.
 __version__ = "0.1.0"
 
 # a kernel package named by DYNSHAPE_PACKAGE is loaded before anything compiles at import
-from .package import (PackageError, PackageWarning, load_package,  # noqa: E402
+from dynshape.packages.load import (PackageError, PackageWarning, load_package,  # noqa: E402
                       unload_package)
-from .package import from_environment as _package_from_environment  # noqa: E402
+from dynshape.packages.load import from_environment as _package_from_environment  # noqa: E402
 
 _package_from_environment()
 
 from dynshape_kernels.catalog import CATALOG  # noqa: E402
 from dynshape_kernels.abi.tail_mode import TailMode
 
-from . import config, ops
-from .dispatcher import explain, run
-from .errors import (ArgumentError, DomainError, DtypeError, DynshapeError, EmptyReductionError,
+from dynshape import ops
+
+from dynshape.runtime import config
+from dynshape.api import explain, run
+from dynshape.errors import (ArgumentError, DomainError, DtypeError, DynshapeError, EmptyReductionError,
                      MissingExtraError, OpAttributeError, OutputError, SettingError, ShapeError,
                      TableFormatError, UnknownOpError)
-from .ops import elementwise as _elementwise  # noqa: F401  (registers the ops)
-from .ops import reduction as _reduction  # noqa: F401  (registers the ops)
-from .ops import rowwise as _rowwise  # noqa: F401  (registers the ops)
-from . import reduce_executor as _reduce_executor  # noqa: F401  (registers its executors)
-from .ops import matmul as _matmul  # noqa: F401  (registers matmul and gemm)
-from . import matmul_executor as _matmul_executor  # noqa: F401  (registers its executor)
-from .ops import pool as _pool  # noqa: F401  (registers max_pool2d, avg_pool2d, executor)
-from .ops import conv as _conv  # noqa: F401  (registers conv2d)
-from . import conv_executor as _conv_executor  # noqa: F401  (registers its executor)
-from .param_table import ParamTable
-from .fuse import Fused, FusedTable, fuse
-from .picture import plot_table, tile_rectangles
-from .table_store import TableStoreWarning
-from .warming import warm
+from dynshape.ops import elementwise as _elementwise  # noqa: F401  (registers the ops)
+from dynshape.ops import reduction as _reduction  # noqa: F401  (registers the ops)
+from dynshape.ops import rowwise as _rowwise  # noqa: F401  (registers the ops)
+from dynshape.runtime import walk as _reduce_executor
+from dynshape.ops import matmul as _matmul  # noqa: F401  (registers matmul and gemm)
+from dynshape.runtime import matmul as _matmul_executor
+from dynshape.ops import pool as _pool  # noqa: F401  (registers max_pool2d, avg_pool2d, executor)
+from dynshape.ops import conv as _conv  # noqa: F401  (registers conv2d)
+from dynshape.runtime import conv as _conv_executor
+from dynshape.tables.param_table import ParamTable
+from dynshape.fusion.run import Fused, FusedTable, fuse
+from dynshape.tables.picture import plot_table, tile_rectangles
+from dynshape.tables.store import TableStoreWarning
+from dynshape.warming import warm
 
 __all__ = ["load_package", "unload_package", "PackageError", "PackageWarning"]
 __all__ += ["run", "explain", "known_ops", "cache_stats", "clear_cache", "set_policy",

@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from dynshape.cli import main
 
 sys.exit(main(sys.argv[1:] or ["demo"]))

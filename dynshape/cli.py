@@ -107,7 +107,7 @@ def main(argv=None):
 
 def _dispatch(args, dynshape):
     if args.cmd == "pregenerate":
-        from .pregenerate import TARGETS, build
+        from dynshape.packages.build import TARGETS, build
         try:
             build(args.out, args.family, args.dtype, tuple(args.target or TARGETS),
                   cache_dir=args.cache, fresh=args.fresh, force=args.force,
@@ -117,7 +117,7 @@ def _dispatch(args, dynshape):
             return 2
         return 0
     if args.cmd == "demo":
-        from .demo import main as demo
+        from dynshape.demo import main as demo
         demo()
     elif args.cmd == "explain":
         dynshape.set_policy("optimized" if args.optimized else "simplified")
@@ -170,7 +170,7 @@ def _print_catalog(dynshape):
 
 def _keys(args):
     """``dynshape keys export|trust|list``: move public keys between hosts."""
-    from . import signing
+    from dynshape.packages import signing
     try:
         if args.action == "export":
             print(signing.load_private_key(args.key)[1].line())
@@ -226,8 +226,8 @@ def _inputs(args):
     memory) with those shapes."""
     if not (args.transposed or args.axes):
         return args.shapes
-    from . import ops
-    from .errors import ArgumentError
+    from dynshape import ops
+    from dynshape.errors import ArgumentError
     out = []
     for shape in args.shapes:
         order = None
@@ -249,7 +249,7 @@ def _inputs(args):
 
 
 def _save_picture(table, args):
-    from .picture import plot_table
+    from dynshape.tables.picture import plot_table
     path = args.png or "_".join([args.op] + ["x".join(map(str, s)) or "scalar"
                                               for s in args.shapes]) + "_tiles.png"
     try:
@@ -257,7 +257,7 @@ def _save_picture(table, args):
     except (ImportError, OSError) as exc:
         print(f"dynshape: {exc}", file=sys.stderr)
         return 2
-    from .geometry import label
+    from dynshape.tables.geometry import label
     print(f"picture: {path} ({geo.runs} entries run: "
           + ", ".join(f"{n} x {label(c)}" for c, n in sorted(geo.counts.items(),
                                                                 key=lambda i: -i[1])) + ")")

@@ -6,7 +6,7 @@ message naming the ``pip install`` extra that provides it.
 """
 import importlib
 
-from .errors import MissingExtraError
+from dynshape.errors import MissingExtraError
 
 # module -> the extra of pyproject.toml that installs it
 EXTRAS = {

@@ -19,7 +19,7 @@ import time
 import numpy as np
 from dynshape_kernels.catalog import CATALOG
 
-from .errors import SettingError
+from dynshape.errors import SettingError
 
 
 def _families():
@@ -86,7 +86,7 @@ def warm(families=None, dtypes=None, progress=None, *, pairs=None, processes=1):
     """
     from dynshape_kernels import drivers
 
-    from .testing.compilations import count_compilations
+    from dynshape.testing.compilations import count_compilations
     if pairs is None:
         pairs = plan(families, dtypes)
     else:

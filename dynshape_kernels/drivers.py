@@ -45,7 +45,7 @@ def _resolve(family):
 
 _loaded = {}
 _lock = threading.Lock()
-_package = None     # the kernel package drivers come from (dynshape.package), or None
+_package = None     # the kernel package drivers come from (dynshape.packages.load), or None
 
 
 def register(family, module, function, signature, dtypes=None):

@@ -7,7 +7,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import dynshape
-from dynshape import conv_executor, testing
+from dynshape import testing
+from dynshape.runtime import conv as conv_executor
 from dynshape.errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
 from dynshape_kernels.abi.tiles import CONV_DIRECT_SLOT as DIRECT_SLOT, CONV_TILES
 N_SLOTS = len(CONV_TILES)

@@ -8,8 +8,8 @@ import pytest
 
 import dynshape
 from dynshape import cli
-from dynshape.geometry import call_geometry
-from dynshape.picture import geometry
+from dynshape.tables.geometry import call_geometry
+from dynshape.tables.picture import geometry
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import dynshape
 from dynshape import (ArgumentError, DtypeError, OpAttributeError, ShapeError, UnknownOpError,
                       testing)
-from dynshape.fuse import FusedTable
+from dynshape.fusion.run import FusedTable
 
 FLOAT_UNARY = [("relu",), ("abs",), ("neg",), ("exp",), ("log",), ("sqrt",), ("reciprocal",),
                ("sigmoid",), ("tanh",), ("silu",), ("gelu",),
@@ -481,7 +481,7 @@ def _conv_reference(chain, x, w, b, sides, attrs):
 def test_leading_conv2d_matches_conv_then_the_steps(driver_calls, case, forced):
     """conv2d then the chain, fused, equals dynshape.run("conv2d") then every step one by
     one, for every static kernel (forced slot: GEMM tiles and direct tiles)."""
-    from dynshape import conv_executor
+    from dynshape.runtime import conv as conv_executor
     dtype, conv, chain, x, w, b, sides, attrs = case
     f = dynshape.fuse([conv] + chain)
     given_ = {k: sides[k] for k in f.prog_sides}

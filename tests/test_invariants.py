@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dynshape
-from dynshape import config, testing
+from dynshape import testing
+from dynshape.runtime import config
 from dynshape_kernels import drivers
 from dynshape_kernels.catalog import CATALOG
 from dynshape_kernels.cpu.elementwise import SERIAL_ELEMENTS
@@ -111,7 +112,7 @@ def test_two_shapes_in_one_bucket_share_one_table(fresh_cache):
 
 def _bucket_edges(q, w, limit):
     """Upper edges of the documented buckets of sizes 1..limit, written out independently of
-    ``dynshape.bucket``: width q up to 16q, then the width doubles every octave (16q..32q:
+    ``dynshape.tables.bucket``: width q up to 16q, then the width doubles every octave (16q..32q:
     2q, 32q..64q: 4q, ...); a bucket wider than w is split below its top w sizes."""
     edges = list(range(q, 16 * q + 1, q))
     width, top = 2 * q, 32 * q
@@ -209,7 +210,7 @@ def test_clear_cache_clears_the_layout_memo_and_a_call_counts_one_miss(family):
 def test_clear_cache_empties_every_memo():
     """No exact-layout memo (the executors' and each fused sequence's, which holds its
     tables) outlives ``clear_cache()``."""
-    from dynshape import executor
+    from dynshape.runtime import plane as executor
     x = np.ones((3, 40), np.float32)
     f = dynshape.fuse(["relu", ("mul", 2.0)])
     f(x)
@@ -223,7 +224,7 @@ def test_background_optimization_swaps_in_atomically(fresh_cache, monkeypatch):
     """The optimized table is swapped in while four threads are running the op: the build is
     held until every thread has run on the simplified table, then released. Each thread sees
     simplified tables, then optimized ones, never a mix or a step back, and right results."""
-    from dynshape import executor
+    from dynshape.runtime import plane as executor
     dynshape.set_policy("background")
     x = np.random.default_rng(3).standard_normal(5000).astype(np.float32)
     want = np.maximum(x, 0)
@@ -275,8 +276,8 @@ def test_background_optimization_swaps_in_atomically(fresh_cache, monkeypatch):
 def test_driver_never_writes_outside_the_output_even_with_a_bad_table():
     """Offsets beyond the plane or negative ones resolve to empty tiles in the driver."""
     from dynshape_kernels.abi.common_area import E_NCOL
-    from dynshape.layout import plane
-    from dynshape.param_table import ParamTable
+    from dynshape.runtime.layout import plane
+    from dynshape.tables.param_table import ParamTable
     guard = np.full(300, -7.0, np.float32)
     out = guard[100:200]
     x = np.ones(100, np.float32)

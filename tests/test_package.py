@@ -17,7 +17,9 @@ import textwrap
 import pytest
 
 import dynshape
-from dynshape import package, pregenerate, signing
+from dynshape.packages import load as package
+from dynshape.packages import build as pregenerate
+from dynshape.packages import signing
 from dynshape.errors import ArgumentError
 from dynshape_kernels import cache_locator, drivers
 
@@ -95,7 +97,7 @@ def test_the_command_line_shows_progress_and_a_summary(built):
     assert "[##############################] 2/2 unary/float32" in r.stderr
     assert f"kernel package {out}" in r.stderr
     assert "drivers    2: copy/uint32, unary/float32" in r.stderr
-    assert "at import  1: dynshape.combination._uniform_entries" in r.stderr
+    assert "at import  1: dynshape.planning.plane._uniform_entries" in r.stderr
     assert "0 compilations" in r.stderr
     own = signing.own_public_key()
     assert f"signed     by {own.describe()}, key {signing.own_key_path()}" in r.stderr
@@ -174,7 +176,7 @@ def test_the_locator_names_files_like_numba_and_relative_to_the_package():
     assert cache_locator.source_relpath(f) == "dynshape_kernels/cpu/elementwise.py"
     assert cache_locator.source_path("dynshape_kernels/cpu/elementwise.py") == \
         os.path.abspath(f)
-    assert cache_locator.package_subpath(dynshape.package.__file__) == "dynshape"
+    assert cache_locator.package_subpath(dynshape.packages.load.__file__) == "dynshape"
 
 
 def test_the_import_scan_misses_no_import_a_full_parse_finds(monkeypatch):
@@ -217,7 +219,7 @@ _RUN_OPS = """
         refused = ""
     except dynshape.PackageError as exc:
         refused = str(exc)
-    pkg = dynshape.package.active_package()
+    pkg = dynshape.packages.load.active_package()
     print(json.dumps(dict(compiles=compiles, ok=ok, refused=refused,
                           active=pkg is not None and pkg.active)))
 """
@@ -272,7 +274,7 @@ def test_allow_compile_falls_back_for_what_the_package_lacks(built, tmp_path):
                              np.maximum(x, 0).astype(np.float32))]
         where = {f"{f}/{d}": drivers.get(f, d)._cache._impl.locator.in_package
                  for f, d in drivers.loaded()}
-        active = dynshape.package.active_package().active
+        active = dynshape.packages.load.active_package().active
         print(json.dumps(dict(ok=ok, where=where, active=active)))
     """
     # the session's cache: unary/float64 loads from there or compiles into it, not the package
@@ -405,7 +407,7 @@ _LOAD = """
         dynshape.run("copy", np.ones(100, np.float32))
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
-    pkg = sys.modules["dynshape.package"]         # loaded even when the import failed
+    pkg = sys.modules["dynshape.packages.load"]         # loaded even when the import failed
     from dynshape_kernels import cache_locator
     print(json.dumps(dict(error=error, marker=os.path.exists(marker),
                           active=pkg.active_package() is not None,
@@ -561,7 +563,7 @@ def test_a_package_signed_with_another_key_from_the_command_line(built, tmp_path
     got = _python("""
         import json, numpy as np, dynshape
         x = np.arange(10, dtype=np.uint32)
-        p = dynshape.package.active_package()
+        p = dynshape.packages.load.active_package()
         print(json.dumps(dict(ok=bool((dynshape.run("copy", x) == x).all()), active=p.active,
                               signer=p.signer.fingerprint)))
     """, {package.ENV: str(out), "DYNSHAPE_CONFIG_DIR": host["DYNSHAPE_CONFIG_DIR"]}, empty)
@@ -589,7 +591,7 @@ _CHANGE_AFTER_LOADING = """
     import dynshape
     from dynshape_kernels import drivers
     path, marker = sys.argv[1:3]
-    pkg = dynshape.package.active_package()
+    pkg = dynshape.packages.load.active_package()
     before = [f"{f}/{d}" for f, d in drivers.loaded()]
 
     class Touch:

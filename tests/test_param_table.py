@@ -20,7 +20,7 @@ def test_roundtrip_and_the_loaded_table_runs(tmp_path):
     assert np.array_equal(t.entries, u.entries) and u.bucket == t.bucket
     assert u.header() == t.header()
     from dynshape_kernels import drivers
-    from dynshape.layout import plane
+    from dynshape.runtime.layout import plane
     x = np.random.default_rng(0).standard_normal((37, 1001)).astype(np.float32)
     out = np.empty_like(x)
     common = u.bind(plane(x.shape, [(1001, 1), (1001, 1)]), [0, 0])

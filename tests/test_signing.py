@@ -1,4 +1,4 @@
-"""Signing keys and the trust store (dynshape.signing) and ``dynshape keys``. Every test keeps
+"""Signing keys and the trust store (dynshape.packages.signing) and ``dynshape keys``. Every test keeps
 its configuration directory under tmp_path; packages themselves are tested in
 test_package.py."""
 import json
@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-from dynshape import cli, signing
+from dynshape import cli
+
+from dynshape.packages import signing
 
 
 @pytest.fixture
@@ -149,6 +151,6 @@ def test_keys_export_trust_list(config, tmp_path, monkeypatch, capsys):
 def test_importing_dynshape_without_a_package_loads_no_cryptography(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("DYNSHAPE_PACKAGE")}
     r = subprocess.run([sys.executable, "-c", "import sys, dynshape; print(sorted(m for m in "
-                        "sys.modules if m.startswith(('cryptography', 'dynshape.signing'))))"],
+                        "sys.modules if m.startswith(('cryptography', 'dynshape.packages.signing'))))"],
                        capture_output=True, text=True, env=env, check=True)
     assert r.stdout.strip() == "[]"

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 import dynshape
-from dynshape import config
-from dynshape.combination import Tiling
+from dynshape.runtime import config
+from dynshape.planning.plane import Tiling
 from dynshape.errors import ArgumentError
-from dynshape.param_table import ParamTable
-from dynshape.table_store import (TableStore, TableStoreWarning, UnstableKeyError, canonical,
+from dynshape.tables.param_table import ParamTable
+from dynshape.tables.store import (TableStore, TableStoreWarning, UnstableKeyError, canonical,
                                   stable_key)
 from dynshape_kernels.catalog import CATALOG
 
@@ -369,7 +369,7 @@ class _Table:
 def test_a_late_miss_never_replaces_the_swapped_in_optimized_table():
     """A thread that missed before the swap and stores its simplified table after it gets
     the optimized table instead, and schedules no second optimization."""
-    from dynshape.table_cache import TableCache
+    from dynshape.tables.cache import TableCache
     cache = TableCache()
     optimized = _Table("optimized")
 
@@ -386,7 +386,7 @@ def test_a_late_miss_never_replaces_the_swapped_in_optimized_table():
 
 
 def test_one_background_optimization_per_key():
-    from dynshape.table_cache import TableCache
+    from dynshape.tables.cache import TableCache
     cache = TableCache()
     gate = threading.Event()
     calls = []
@@ -440,7 +440,7 @@ def test_processes_sharing_a_directory_never_read_a_partial_file(tmp_path):
     calls, then rewrite and reread the same files many times. No process ever reads a
     half-written file (TableStoreWarning is an error in them) and every result is right."""
     script = RUN_CALLS + textwrap.dedent("""
-        from dynshape import config
+        from dynshape.runtime import config
         for op, shapes, attrs in CALLS:
             dynshape.warmup(op, *shapes, **attrs)
         ok, variants = run_all(int(sys.argv[2]))

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dynshape import testing
-from dynshape.bucket import bucket, buckets_upto
-from dynshape.combination import Tiling, segment
+from dynshape.tables.bucket import bucket, buckets_upto
+from dynshape.planning.plane import Tiling, segment
 
 
 @given(testing.tables(), st.data())
@@ -24,7 +24,7 @@ def test_table_covers_every_shape_of_its_bucket(case, data):
 
 def _tables(m, n, strided=False, modes=frozenset(TailMode)):
     """(simplified, optimized) ParamTables of relu float32 on an (m, n) plane."""
-    from dynshape.param_table import ParamTable
+    from dynshape.tables.param_table import ParamTable
     fam = CATALOG.families["unary"]
     w = min(t[2] for t in fam.tiles if t[1] > t[2])
     bk = (bucket(m, fam.quanta[0]), bucket(n, fam.quanta[1], w))
@@ -154,7 +154,7 @@ def test_with_every_mode_allowed_the_optimizer_chooses_variable_full_tails(strid
 def test_cost_model_prices_a_variable_full_tail_lowest(t0, T, strided):
     """Why: for the tiles the optimizer uses (row tiles on contiguous planes, 16x64 tiles on
     strided ones) a VARIABLE_FULL column tail costs less than the other modes."""
-    from dynshape.cost_model import load
+    from dynshape.planning.cost_model import load
     cm = load()
 
     def cost(mode, v):

@@ -8,7 +8,7 @@ import contextvars
 
 import numpy as np
 
-from ..errors import DtypeError, OpAttributeError, OutputError, ShapeError, UnknownOpError
+from dynshape.errors import DtypeError, OpAttributeError, OutputError, ShapeError, UnknownOpError
 
 _REGISTRY = {}
 _planning = contextvars.ContextVar("dynshape_planning", default=False)

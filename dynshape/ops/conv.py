@@ -33,9 +33,9 @@ import math
 import numpy as np
 from dynshape_kernels.abi.vocabulary import IDENTITY, UNARY_OPS
 
-from ..errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
-from ..layout import same_view
-from . import Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output, register
+from dynshape.errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
+from dynshape.runtime.layout import same_view
+from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output, register
 
 FLOAT_DTYPES = ("float32", "float64")
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")

@@ -7,9 +7,9 @@ converted first), ``div`` on integers gives float64, mixed binary dtypes promote
 import numpy as np
 from dynshape_kernels.abi.vocabulary import FLOAT_ONLY_UNARY
 
-from ..errors import ArgumentError, DomainError, DtypeError, OpAttributeError, ShapeError
-from ..layout import same_view
-from . import (Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output,
+from dynshape.errors import ArgumentError, DomainError, DtypeError, OpAttributeError, ShapeError
+from dynshape.runtime.layout import same_view
+from dynshape.ops import (Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output,
                register)
 
 DTYPES = ("float32", "float64", "int32", "int64")

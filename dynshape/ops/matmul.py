@@ -9,8 +9,8 @@ to ``|a| @ |b|``.
 import numpy as np
 from dynshape_kernels.abi.vocabulary import UNARY_OPS
 
-from ..errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
-from . import Launch, OpSpec, as_array, check_out, new_output, register
+from dynshape.errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
+from dynshape.ops import Launch, OpSpec, as_array, check_out, new_output, register
 
 DTYPES = ("float32", "float64")
 #: epilogue activations: the unary ops without attributes (code + 1 in the driver)

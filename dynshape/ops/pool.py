@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ArgumentError, OpAttributeError, ShapeError
-from . import Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output, register
+from dynshape.errors import ArgumentError, OpAttributeError, ShapeError
+from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output, register
 
 FLOAT_DTYPES = ("float32", "float64")
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -176,4 +176,4 @@ _COMMON = {"kernel_shape": None, "strides": None, "pads": None, "auto_pad": "NOT
 register(PoolSpec("max_pool2d", dict(_COMMON, dilations=None)))
 register(PoolSpec("avg_pool2d", dict(_COMMON, count_include_pad=False)))
 
-from .. import pool_executor  # noqa: E402,F401  (registers the executor)
+from dynshape.runtime import pool as pool_executor

@@ -17,8 +17,8 @@ import math
 import numpy as np
 from dynshape_kernels.abi.common_area import OUT_F64, OUT_I64, OUT_SAME
 
-from ..errors import ArgumentError, EmptyReductionError, OpAttributeError
-from . import Launch, OpSpec, as_array, check_dtype, check_out, register
+from dynshape.errors import ArgumentError, EmptyReductionError, OpAttributeError
+from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out, register
 
 DTYPES = ("float32", "float64", "int32", "int64")
 _NP_NAMES = {"max": "maximum", "min": "minimum"}

@@ -14,10 +14,10 @@ as x (computed in place). Accuracy is documented in :mod:`dynshape_kernels.cpu.r
 """
 import numpy as np
 
-from ..errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
-from . import Launch, OpSpec, as_array, check_dtype, check_out, register
-from .elementwise import _number, _unalias
-from .reduction import normalize_axes
+from dynshape.errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
+from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out, register
+from dynshape.ops.elementwise import _number, _unalias
+from dynshape.ops.reduction import normalize_axes
 
 FLOAT_DTYPES = ("float32", "float64")
 

@@ -11,8 +11,8 @@ strategies need the ``test`` extra (hypothesis) and are imported on first use. T
     def test_cover(case):
         testing.check_coverage(case.table, case.shape)
 """
-from .compilations import CompileCounter, count_compilations
-from .coverage import (check_conv_table, check_coverage, check_matmul_coverage, conv_coverage,
+from dynshape.testing.compilations import CompileCounter, count_compilations
+from dynshape.testing.coverage import (check_conv_table, check_coverage, check_matmul_coverage, conv_coverage,
                        coverage, matmul_coverage)
 
 STRATEGIES = ("shapes", "views", "tail_mode_sets", "tables", "TableCase", "sizes_in_bucket")
@@ -25,6 +25,6 @@ __all__ = ["CompileCounter", "count_compilations", "check_conv_table", "check_co
 def __getattr__(name):
     """The strategies, imported (with hypothesis) when first asked for."""
     if name in STRATEGIES:
-        from . import strategies
+        from dynshape.testing import strategies
         return getattr(strategies, name)
     raise AttributeError(f"module 'dynshape.testing' has no attribute {name!r}")

@@ -6,10 +6,10 @@ import numpy as np
 from dynshape_kernels.catalog import CATALOG
 from dynshape_kernels.abi.tail_mode import TailMode
 
-from ..extras import require
-from ..bucket import bucket
-from ..combination import Tiling
-from ..param_table import ParamTable
+from dynshape.extras import require
+from dynshape.tables.bucket import bucket
+from dynshape.planning.plane import Tiling
+from dynshape.tables.param_table import ParamTable
 
 st = require("hypothesis.strategies", "dynshape.testing strategies")
 

@@ -14,7 +14,7 @@ group, output positions), see ``CONV_TILES``:
 * slot 2 -- the direct kernel of ``conv_direct`` (groups with few output channels or a very
   short K, e.g. depthwise), vectorized along the output width.
 
-Every slot runs every geometry; the planner (``dynshape.conv_executor``) picks one per table
+Every slot runs every geometry; the planner (``dynshape.runtime.conv``) picks one per table
 by a cost model. ``conv_driver`` runs a whole parameter table (layout in ``conv_layout``) in
 ONE call: ``prange`` over threads, entries dealt out cyclically (entry t to thread
 t % threads), each thread with its own packed buffers; every entry ends in the epilogue slot

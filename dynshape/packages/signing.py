@@ -1,7 +1,7 @@
 """Signing keys and the trust store of kernel packages.
 
 A kernel package is code (Numba reads its files with ``pickle``), so a package is only loaded
-when its manifest carries an Ed25519 signature by a trusted key (:mod:`dynshape.package`
+when its manifest carries an Ed25519 signature by a trusted key (:mod:`dynshape.packages.load`
 decides; this module holds the keys and the cryptography, done by the ``cryptography``
 library, imported only when a key is used).
 
@@ -29,7 +29,7 @@ import json
 import os
 import tempfile
 
-from .errors import DynshapeError
+from dynshape.errors import DynshapeError
 
 ENV_CONFIG = "DYNSHAPE_CONFIG_DIR"
 ENV_TRUSTED = "DYNSHAPE_TRUSTED_KEYS"

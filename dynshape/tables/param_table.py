@@ -18,7 +18,7 @@ from dynshape_kernels.abi.common_area import (C_IDBASE, C_M, C_N, C_NDOUTER, C_N
                                           common_size)
 from dynshape_kernels.abi.tail_mode import ANCHOR_END, TailMode
 
-from .errors import TableFormatError
+from dynshape.errors import TableFormatError
 
 TABLE_VERSION = 1
 #: family -> ParamTable subclass for families whose entries carry extra columns (e.g. pool's
@@ -116,7 +116,7 @@ class ParamTable:
                  f"  bucket: rows {lo0 + 1}..{hi0}, columns {lo1 + 1}..{hi1}"
                  + (f"; built for plane {self.shape[0]}x{self.shape[1]}" if self.shape else ""),
                  f"  {len(self)} entries, model cost {self.cost / 1e3:.2f} us: {self.description}"]
-        from .geometry import call_lines
+        from dynshape.tables.geometry import call_lines
         lines += call_lines(self)
         tiles = {}
         for k in self.entries[:, E_KID]:

@@ -15,9 +15,9 @@ import os
 import warnings
 from collections import Counter
 
-from .errors import ArgumentError, SettingError
-from .table_cache import TableCache
-from .table_store import TableStore, TableStoreWarning
+from dynshape.errors import ArgumentError, SettingError
+from dynshape.tables.cache import TableCache
+from dynshape.tables.store import TableStore, TableStoreWarning
 
 POLICIES = ("background", "simplified", "optimized")
 _INTERNAL_POLICIES = POLICIES + ("warmup",)

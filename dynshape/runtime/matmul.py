@@ -23,14 +23,14 @@ from dynshape_kernels.abi.matmul_table import TABLE_COLS
 from dynshape_kernels.abi.step_program import MAX_SIDES, empty_program
 from dynshape_kernels.abi.tiles import MATMUL_NSLOTS as NSLOTS, matmul_slots as _slots_for
 
-from . import config
-from .bucket import bucket
-from .dispatcher import register_executor
-from .errors import TableFormatError
-from .executor import via_temporary_out
-from .layout import broadcast_strides, element_strides, flat_view, same_view
-from .matmul_combination import combine
-from .param_table import TABLE_CLASSES, ParamTable
+from dynshape.runtime import config
+from dynshape.tables.bucket import bucket
+from dynshape.api import register_executor
+from dynshape.errors import TableFormatError
+from dynshape.runtime.plane import via_temporary_out
+from dynshape.runtime.layout import broadcast_strides, element_strides, flat_view, same_view
+from dynshape.planning.matmul import combine
+from dynshape.tables.param_table import TABLE_CLASSES, ParamTable
 
 TARGET = "cpu"
 QUANTA = CATALOG.families["matmul"].quanta   # (M and N buckets); K and batch use 16 and 1
@@ -107,7 +107,7 @@ class MatmulTable(ParamTable):
                 "  K is walked inside each tile in the slot's K blocks (never tiled, never "
                 "overlapped); tiles past the real M/N/batch are clipped by the driver",
                 "     kid  slot     m0     n0     tm     tn  batch"]
-        from .geometry import call_lines
+        from dynshape.tables.geometry import call_lines
         rows[3:3] = call_lines(self)
         for r in self.entries[:limit]:
             rows.append(f"  {self.id_base + r[0]:6d}  {r[0]:4d} {r[1]:6d} {r[2]:6d} {r[3]:6d} "

@@ -17,14 +17,16 @@ from dynshape_kernels.abi.common_area import (MAX_RED, R_COUNT, R_ND, R_OUTKIND,
                                           reduce_block_size)
 from dynshape_kernels.abi.tail_mode import TailMode
 
-from . import config, cost_model
-from .bucket import bucket
-from .combination import Tiling
-from .dispatcher import register_executor
-from .errors import ShapeError
-from .executor import memo_get, memo_put, via_temporary_out
-from .layout import check_outer, coalesce, element_strides, flat_view, plane
-from .param_table import ParamTable
+from dynshape.runtime import config
+
+from dynshape.planning import cost_model
+from dynshape.tables.bucket import bucket
+from dynshape.planning.plane import Tiling
+from dynshape.api import register_executor
+from dynshape.errors import ShapeError
+from dynshape.runtime.plane import memo_get, memo_put, via_temporary_out
+from dynshape.runtime.layout import check_outer, coalesce, element_strides, flat_view, plane
+from dynshape.tables.param_table import ParamTable
 
 TARGET = "cpu"
 _NO_OVERLAP = frozenset(TailMode) - {TailMode.OVERLAP}

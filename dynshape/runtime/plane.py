@@ -9,12 +9,12 @@ from dynshape_kernels import drivers
 from dynshape_kernels.catalog import CATALOG
 from dynshape_kernels.abi.tail_mode import TailMode
 
-from . import config
-from .bucket import bucket
-from .combination import Tiling
-from .layout import (Plane, broadcast_strides, check_outer, element_strides, flat_view,
+from dynshape.runtime import config
+from dynshape.tables.bucket import bucket
+from dynshape.planning.plane import Tiling
+from dynshape.runtime.layout import (Plane, broadcast_strides, check_outer, element_strides, flat_view,
                      plane)
-from .param_table import ParamTable
+from dynshape.tables.param_table import ParamTable
 
 TARGET = "cpu"
 _ALL_MODES = frozenset(TailMode)

@@ -18,7 +18,7 @@ from dynshape_kernels.catalog import CATALOG
 from dynshape_kernels.common_area import E_MODE0, E_MODE1
 from dynshape_kernels.tail_mode import DISCARD, OVERLAP, VARIABLE_PARTIAL
 
-from .errors import ShapeError
+from dynshape.errors import ShapeError
 
 
 @dataclass
@@ -35,7 +35,7 @@ class Call:
 def detached(launch):
     """A copy of ``launch`` whose arrays are stand-ins of the same shape, dtype and strides
     over one element: a cached table that records its latest call pins no user memory."""
-    from .ops import Launch
+    from dynshape.ops import Launch
 
     def standin(a):
         if not isinstance(a, np.ndarray):
@@ -208,7 +208,7 @@ def _category(kind, tile, modes, valid):
 
 def _plane_rows(table, p):
     """(entry, category, r0, v0, c0, v1) of every entry that runs at plane ``p``."""
-    from .picture import tile_rectangles
+    from dynshape.tables.picture import tile_rectangles
     modes = table.entries[:, [E_MODE0, E_MODE1]]
     return [(r.entry, _category(r.kind, r.tile, tuple(modes[r.entry]), (r.rows, r.cols)),
              r.row, r.rows, r.col, r.cols) for r in tile_rectangles(table, (p.m, p.n))]
@@ -244,7 +244,7 @@ def _why(launch):
 
 
 def _user_strides(shape, a):
-    from .layout import broadcast_strides, element_strides
+    from dynshape.runtime.layout import broadcast_strides, element_strides
     st = element_strides(a)
     return tuple(broadcast_strides(shape, a.shape, st)) if st is not None else "(bytes)"
 
@@ -258,7 +258,7 @@ def _batch(shape, names=None):
 
 # ---- per family ---------------------------------------------------------------------------
 def _plane_family(table, call):
-    from .executor import _plane_of
+    from dynshape.runtime.plane import _plane_of
     launch = call.launch
     p = _plane_of(launch)
     shape = tuple(launch.out.shape)
@@ -302,7 +302,7 @@ def _walked(call, shape, axes, kept_plane):
 
 
 def _reduce_family(table, call):
-    from .reduce_executor import _reduce_geometry, _rowwise_geometry
+    from dynshape.runtime.walk import _reduce_geometry, _rowwise_geometry
     launch = call.launch
     x = launch.inputs[0]
     shape = tuple(x.shape)
@@ -342,7 +342,7 @@ def _fused_family(table, call):
 
 
 def _families():
-    from .geometry_outputs import conv_family, matmul_family, pool_family
+    from dynshape.tables.geometry_outputs import conv_family, matmul_family, pool_family
     return {"plane": _plane_family, "reduce": _reduce_family, "rowwise": _reduce_family,
             "pool": pool_family, "matmul": matmul_family, "conv": conv_family,
             "fused": _fused_family}

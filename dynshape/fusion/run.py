@@ -67,14 +67,18 @@ from dynshape_kernels.abi.step_program import (K_CONST_L, K_CONST_R, K_SIDE_L, K
                                         MAX_SIDES)
 from dynshape_kernels.abi.tail_mode import ANCHOR_END
 
-from . import config, dispatcher, ops
-from .bucket import bucket
-from .combination import _uniform_entries
-from .errors import (ArgumentError, DomainError, DtypeError, OpAttributeError, ShapeError,
+from dynshape import ops
+
+from dynshape.runtime import config
+
+from dynshape import api as dispatcher
+from dynshape.tables.bucket import bucket
+from dynshape.planning.plane import _uniform_entries
+from dynshape.errors import (ArgumentError, DomainError, DtypeError, OpAttributeError, ShapeError,
                      UnknownOpError)
-from .layout import (broadcast_strides, check_outer, coalesce, element_strides, flat_view,
+from dynshape.runtime.layout import (broadcast_strides, check_outer, coalesce, element_strides, flat_view,
                      plane, plane_of_coalesced, same_view)
-from .ops import as_array, check_out, is_planning, new_output
+from dynshape.ops import as_array, check_out, is_planning, new_output
 
 RUNNING = "_"
 # ops that may lead a chain: the elementwise steps become their driver's epilogue program
@@ -243,7 +247,7 @@ _LEAD_EPILOGUE = {"conv2d": ("activation", "residual"), "gemm": ("activation",)}
 def _lead_attrs(name, attrs, where):
     """Validated attributes of a leading conv2d / gemm (op attributes are checked again, with
     the arrays, by the op itself at call time)."""
-    from .ops.conv import AUTO_PADS, _int_tuple
+    from dynshape.ops.conv import AUTO_PADS, _int_tuple
     given = [k for k in _LEAD_EPILOGUE[name] if k in attrs]
     if given:
         raise OpAttributeError(f"{where}: a fused {name} takes no {given[0]!r} attribute: "
@@ -338,7 +342,7 @@ class FusedTable:
                  f"  {len(self)} entries of {self.tile[0]}x{self.tile[1]} tiles, each running "
                  f"{len(self.steps)} kernels in order:",
                  "  step: kernel id, family/op, kind, side, attributes"]
-        from .geometry import call_lines
+        from dynshape.tables.geometry import call_lines
         lines[2:2] = call_lines(self)
         for k, (kid, kind, code, side, attr) in enumerate(self.steps):
             sk = CATALOG[int(kid)]
@@ -911,7 +915,7 @@ def _launch(fused, prog, dtype, x, arrs, out, shape, explain):
         check_outer(p)
         table = _table(fused, prog, dtype, p)
         if explain:
-            from .geometry import fused_call
+            from dynshape.tables.geometry import fused_call
             table.call = fused_call(fused, x, arrs, out, shape, p)
             return table
         offsets = [flat_view(out)[1], flat_view(x)[1]] + [flat_view(a)[1] for a in arrs]
@@ -955,7 +959,7 @@ class _Binder:
     """The common area of a call (the standard layout, operands: out, x, sides)."""
 
     def __init__(self, n_operands):
-        from .param_table import ParamTable
+        from dynshape.tables.param_table import ParamTable
         self._t = ParamTable("unary", "fused", "float32", "cpu", CATALOG.hash, ((0, 0), (0, 0)),
                              np.zeros((0, 7), np.int64), np.zeros(0, np.int64), n_operands, 0, 0,
                              "simplified", 0.0)

@@ -24,8 +24,8 @@ from enum import Enum
 import numpy as np
 from dynshape_kernels.catalog import CATALOG
 
-from .errors import ArgumentError, TableFormatError
-from .param_table import TABLE_VERSION, ParamTable
+from dynshape.errors import ArgumentError, TableFormatError
+from dynshape.tables.param_table import TABLE_VERSION, ParamTable
 
 KEY_PREFIX = f"dynshape-table-key-v{TABLE_VERSION}:"
 

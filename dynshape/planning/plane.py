@@ -26,7 +26,7 @@ from dynshape_kernels.abi.common_area import (E_ANCH0, E_ANCH1, E_KID, E_MODE0, 
 from dynshape_kernels.abi.tail_mode import (ANCHOR_END, ANCHOR_START, DISCARD, OVERLAP,
                                         VARIABLE_FULL, VARIABLE_PARTIAL)
 
-from . import cost_model
+from dynshape.planning import cost_model
 
 
 @dataclass

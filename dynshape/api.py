@@ -1,8 +1,9 @@
 """``run`` and ``explain``: validate, look the table up (or build it), one driver call."""
-from . import executor, ops
+from dynshape import ops
+from dynshape.runtime import plane as executor
 import numpy as np
 
-from .errors import ArgumentError, DtypeError
+from dynshape.errors import ArgumentError, DtypeError
 
 _EXECUTORS = {"plane": (executor.run_plane, executor.explain_plane)}
 
@@ -53,7 +54,7 @@ def explain(op, *arrays_or_shapes, dtype="float32", **attrs):
     if table is not None:
         # the latest call explained with this (bucket-shared) table: describe() and the
         # picture speak in its coordinates (see geometry.call_geometry)
-        from .geometry import Call, detached
+        from dynshape.tables.geometry import Call, detached
         dt = str(arrays[0].dtype) if arrays else str(dtype)
         table.call = Call(op, spec.executor, dt, shapes, tuple(launch.out.shape),
                           detached(launch))

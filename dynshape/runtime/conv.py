@@ -30,12 +30,12 @@ from dynshape_kernels.abi.conv_table import (CV_ACT, CV_BOFF, CV_BS, CV_C, CV_CG
 from dynshape_kernels.abi.step_program import MAX_SIDES, empty_program
 from dynshape_kernels.abi.tiles import MATMUL_SLOTS_F32 as SLOTS_F32, MATMUL_SLOTS_F64 as SLOTS_F64
 
-from . import config
-from .bucket import bucket
-from .dispatcher import register_executor
-from .errors import TableFormatError
-from .executor import memo_get, memo_put, via_temporary_out
-from .layout import element_strides, flat_view
+from dynshape.runtime import config
+from dynshape.tables.bucket import bucket
+from dynshape.api import register_executor
+from dynshape.errors import TableFormatError
+from dynshape.runtime.plane import memo_get, memo_put, via_temporary_out
+from dynshape.runtime.layout import element_strides, flat_view
 
 TARGET = "cpu"
 FAMILY = "conv"
@@ -119,7 +119,7 @@ class ConvTable:
                  f"  slot {self.slot}: {kinds[self.slot]}, tile <= {CONV_TILES[self.slot][0]} "
                  f"channels x {CONV_TILES[self.slot][1]} positions",
                  "  entry: " + " ".join(f"{c:>5s}" for c in ENTRY_COLUMNS)]
-        from .geometry import call_lines
+        from dynshape.tables.geometry import call_lines
         lines[4:4] = call_lines(self)
         for row in self.entries[:limit]:
             lines.append("         " + " ".join(f"{int(v):5d}" for v in row))

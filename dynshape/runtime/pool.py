@@ -19,15 +19,17 @@ from dynshape_kernels.abi.pool_table import (E_IH0, E_IW0, P_CIP, P_DH, P_DW, P_
                                        P_PR, P_SH, P_SW, P_W, POOL_BLOCK, POOL_NCOL)
 from dynshape_kernels.abi.tail_mode import ANCHOR_START, TailMode
 
-from . import config, cost_model
-from .bucket import bucket
-from .combination import Tiling
-from .dispatcher import register_executor
-from .errors import TableFormatError
-from .executor import memo_get, memo_put, via_temporary_out
-from .layout import Plane, check_outer, coalesce, element_strides, flat_view
-from .param_table import TABLE_CLASSES, ParamTable
-from .reduce_executor import cyclic_makespan
+from dynshape.runtime import config
+
+from dynshape.planning import cost_model
+from dynshape.tables.bucket import bucket
+from dynshape.planning.plane import Tiling
+from dynshape.api import register_executor
+from dynshape.errors import TableFormatError
+from dynshape.runtime.plane import memo_get, memo_put, via_temporary_out
+from dynshape.runtime.layout import Plane, check_outer, coalesce, element_strides, flat_view
+from dynshape.tables.param_table import TABLE_CLASSES, ParamTable
+from dynshape.runtime.walk import cyclic_makespan
 
 TARGET = "cpu"
 FAMILY = "pool"

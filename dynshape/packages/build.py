@@ -1,4 +1,4 @@
-"""Build a kernel package (``dynshape pregenerate``); the format is in :mod:`dynshape.package`.
+"""Build a kernel package (``dynshape pregenerate``); the format is in :mod:`dynshape.packages.load`.
 
 1. :func:`plan` chooses the drivers: the catalog's families that have a registered driver
    (plus drivers registered without a catalog entry), on the chosen targets, times dtypes.
@@ -8,7 +8,7 @@
    the output: the drivers' signatures and every function compiled while ``dynshape`` is
    imported. Its progress reaches the parent as JSON lines.
 3. The parent writes the manifest (checksums, kernel ids, tiles, versions, machine), signs
-   it (:mod:`dynshape.signing`: this user's key, created on first use, or ``sign_key``),
+   it (:mod:`dynshape.packages.signing`: this user's key, created on first use, or ``sign_key``),
    checks that the package loads in a fresh process with an empty Numba cache without
    compiling (trusting the signer's key only), and renames the directory into place: the
    output is complete or absent.
@@ -24,8 +24,10 @@ import time
 
 import numpy as np
 
-from . import package, signing
-from .errors import ArgumentError
+from dynshape.packages import load as package
+
+from dynshape.packages import signing
+from dynshape.errors import ArgumentError
 
 TARGETS = ("cpu",)       # targets whose compiled code lives in Numba's CPU cache
 
@@ -228,7 +230,7 @@ def _run_stage(tmp, pairs, cache_dir, progress):
     if cache_dir is not None:
         env["NUMBA_CACHE_DIR"] = cache_dir
     cmd = [sys.executable, "-c",
-           "import sys, json; from dynshape.pregenerate import _stage; "
+           "import sys, json; from dynshape.packages.build import _stage; "
            "_stage(sys.argv[1], [tuple(p) for p in json.loads(sys.argv[2])])",
            tmp, json.dumps(pairs)]
     with tempfile.TemporaryFile("w+") as err:

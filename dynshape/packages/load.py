@@ -27,7 +27,7 @@ loader to keep in step with Numba (``numba.pycc`` is deprecated and not used).
   those, the other versions, the catalog hash and the source stamps; :func:`load_package`
   compares them with this host and refuses a mismatch, naming it.
 - Signed: a package is code (Numba unpickles its files), so the manifest, which lists every
-  file's size and SHA-256, is signed with an Ed25519 key (:mod:`dynshape.signing`: keys,
+  file's size and SHA-256, is signed with an Ed25519 key (:mod:`dynshape.packages.signing`: keys,
   trust store, ``DYNSHAPE_TRUSTED_KEYS``). Loading checks the signature against the trusted
   keys first, then every file, and only then lets Numba open a file: the cache locator is
   pointed at the verified copy when everything has passed. An unsigned package or one
@@ -50,7 +50,7 @@ SHA-256, no file missing or extra, compatibility) and activates nothing when any
 fails. Once a package is active without ``allow_compile``, any compilation of a dynshape
 function raises :class:`PackageError` instead (a driver the package lacks is named by family
 and dtype).
-Packages are built by ``dynshape pregenerate`` (:mod:`dynshape.pregenerate`).
+Packages are built by ``dynshape pregenerate`` (:mod:`dynshape.packages.build`).
 """
 import atexit
 import contextlib
@@ -66,7 +66,7 @@ import warnings
 
 from dynshape_kernels import cache_locator, drivers
 
-from .errors import DynshapeError
+from dynshape.errors import DynshapeError
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -74,7 +74,7 @@ CACHE = "cache"
 ENV = "DYNSHAPE_PACKAGE"
 ENV_ALLOW_COMPILE = "DYNSHAPE_PACKAGE_ALLOW_COMPILE"
 ENV_ALLOW_UNSIGNED = "DYNSHAPE_PACKAGE_ALLOW_UNSIGNED"
-SIGNATURE = "signature.json"           # dynshape.signing.SIGNATURE (not imported at start)
+SIGNATURE = "signature.json"           # dynshape.packages.signing.SIGNATURE (not imported at start)
 _OURS = ("dynshape", "dynshape_kernels")
 _REQUIRED = ("format", "python", "versions", "machine", "catalog_hash", "drivers", "functions",
              "indexes", "files", "manifest_sha256")
@@ -237,13 +237,13 @@ _HOW_TO_TRUST = ("To trust the key that signed it: on the build host run `dynsha
 
 
 def check_signature(path, manifest_bytes, trusted_keys=None, allow_unsigned=False):
-    """The signer (a :class:`dynshape.signing.PublicKey`) of ``manifest_bytes``, the manifest
-    of the package at ``path``, when a trusted key signed them (see :mod:`dynshape.signing`
+    """The signer (a :class:`dynshape.packages.signing.PublicKey`) of ``manifest_bytes``, the manifest
+    of the package at ``path``, when a trusted key signed them (see :mod:`dynshape.packages.signing`
     for ``trusted_keys``); None for a package loaded with ``allow_unsigned`` (warns
     :class:`UnsignedPackageWarning`). Raises PackageError saying whether the package is
     unsigned, signed by an untrusted key or badly signed; a bad signature is always refused.
     """
-    from . import signing
+    from dynshape.packages import signing
     try:
         trusted, source = signing.trusted_keys(trusted_keys)
         verdict = signing.check(manifest_bytes, _read(os.path.join(path, SIGNATURE)), trusted)
@@ -500,7 +500,7 @@ def load_package(path, allow_compile=False, trusted_keys=None, allow_unsigned=Fa
 
     A package is code: it is used only when its manifest is signed by a trusted key
     (``trusted_keys``: key lines, key files or PublicKeys, replacing ``DYNSHAPE_TRUSTED_KEYS``
-    and the trust store, see :mod:`dynshape.signing`) and every file matches the manifest;
+    and the trust store, see :mod:`dynshape.packages.signing`) and every file matches the manifest;
     all of that is checked before Numba opens any file of the package.
     ``allow_unsigned=True`` also loads a package that is unsigned or signed by an untrusted
     key, with an :class:`UnsignedPackageWarning`: it RUNS THE CODE IN THE PACKAGE, which

@@ -3,7 +3,7 @@
 The model prices a table at a given shape: per work item (entry x outer index) a fixed cost,
 per row of a tile a fixed cost, per element a cost that depends on the path (contiguous
 vector loop, strided gather/scatter, discard scratch), and a parallel makespan over the
-driver's threads. ``python -m dynshape.cost_model`` re-measures the constants and writes
+driver's threads. ``python -m dynshape.planning.cost_model`` re-measures the constants and writes
 ``cost_model_cpu.json`` next to this file; the committed file holds this machine's values.
 """
 import json
@@ -81,8 +81,8 @@ def calibrate(repeats=9):
     from dynshape_kernels.catalog import CATALOG
     from dynshape_kernels.abi.tail_mode import DISCARD
 
-    from .layout import plane
-    from .param_table import ParamTable
+    from dynshape.runtime.layout import plane
+    from dynshape.tables.param_table import ParamTable
 
     threads = numba.get_num_threads()
     drv = drivers.get("unary", "float32")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from dynshape_kernels.abi.common_area import MAX_OUTER, MAX_RANK
 
-from .errors import ShapeError
+from dynshape.errors import ShapeError
 
 
 def element_strides(a):

@@ -1,17 +1,17 @@
 """User-coordinate geometry of the families whose entries are output tiles with an input
 window or a walked K: pooling (a plane table with input offsets), matmul/gemm (output tiles
 per batch, K walked in the slot's blocks) and conv2d (output tiles per image, group and
-channel block; one tile's input window and halo). See :mod:`dynshape.geometry`.
+channel block; one tile's input window and halo). See :mod:`dynshape.tables.geometry`.
 """
 import math
 
 import numpy as np
 
-from .geometry import Geometry, Piece, _counts, _dims, _geom, _plane_rows
+from dynshape.tables.geometry import Geometry, Piece, _counts, _dims, _geom, _plane_rows
 
 
 def pool_family(table, call):
-    from .pool_executor import _plane
+    from dynshape.runtime.pool import _plane
     launch = call.launch
     p = _plane(launch)
     shape = tuple(launch.out.shape)

@@ -30,9 +30,9 @@ import warnings
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
-from .errors import TableFormatError
-from .param_table import ParamTable
-from .table_store import TableStoreWarning
+from dynshape.errors import TableFormatError
+from dynshape.tables.param_table import ParamTable
+from dynshape.tables.store import TableStoreWarning
 
 _DISK_POLICIES = ("background", "optimized", "warmup")
 _COUNTERS = ("hits", "misses", "evictions", "optimized_swaps", "tables_built", "tables_loaded",
@@ -99,7 +99,7 @@ class TableCache:
         values a table loaded from disk must have (see ``TableStore.load``). Safe to call from
         several threads: concurrent misses of one key end with one cached table."""
         if policy is None:
-            from . import config
+            from dynshape.runtime import config
             policy = config.current_policy()
         table = self.get(key)
         if table is not None:
