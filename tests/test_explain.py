@@ -183,7 +183,7 @@ def test_matmul_output_tiles_and_k_blocks(a, b):
     e = t.entries
     runs = int(((e[:, 1] < M) & (e[:, 2] < N) & (e[:, 5] < nb)).sum())
     assert geo.runs == runs == sum(geo.counts.values()) == nb * len(geo.pieces)
-    from dynshape_kernels.cpu.gemm import SLOTS_F32
+    from dynshape_kernels.abi.tiles import MATMUL_SLOTS_F32 as SLOTS_F32
     kc = SLOTS_F32[int(e[0, 0])][4]
     assert f"K={K} is walked inside each tile in {-(-K // kc)} blocks of {kc}" in t.describe()
 

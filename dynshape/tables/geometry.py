@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.common_area import E_MODE0, E_MODE1
-from dynshape_kernels.tail_mode import DISCARD, OVERLAP, VARIABLE_PARTIAL
+from dynshape_kernels.abi.common_area import E_MODE0, E_MODE1
+from dynshape_kernels.abi.tail_mode import DISCARD, OVERLAP, VARIABLE_PARTIAL
 
 from dynshape.errors import ShapeError
 

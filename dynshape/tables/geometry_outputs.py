@@ -45,7 +45,7 @@ def _window(tile, origin, kernel, strides, dilations, input_hw):
 
 
 def matmul_family(table, call):
-    from dynshape_kernels.cpu.gemm import _slots_for
+    from dynshape_kernels.abi.tiles import matmul_slots as _slots_for
     launch = call.launch
     M, N, K = launch.extra["mnk"]
     batch = tuple(launch.extra["batch"])
@@ -77,7 +77,7 @@ def matmul_family(table, call):
 
 
 def conv_family(table, call):
-    from dynshape_kernels.cpu.conv_layout import (T_G, T_IH0, T_IW0, T_M0, T_MV, T_N, T_OH0,
+    from dynshape_kernels.abi.conv_table import (T_G, T_IH0, T_IW0, T_M0, T_MV, T_N, T_OH0,
                                                   T_OW0, T_VH, T_VW)
     g = call.launch.extra["geo"]
     N, M, OH, OW = g["N"], g["M"], g["OH"], g["OW"]
