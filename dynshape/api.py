@@ -1,45 +1,42 @@
-"""``run`` and ``explain``: validate, look the table up (or build it), one driver call."""
-from dynshape import ops
-from dynshape.runtime import plane as executor
+"""``run`` and ``explain``: the op spec validates and describes the launch, the family's
+executor runs it (or, for ``explain``, finds the table it would run)."""
 import numpy as np
 
-from dynshape.errors import ArgumentError, DtypeError
-
-_EXECUTORS = {"plane": (executor.run_plane, executor.explain_plane)}
-
-
-def register_executor(name, run, explain):
-    _EXECUTORS[name] = (run, explain)
+from dynshape import ops
+from dynshape.errors import ArgumentError, DtypeError, SettingError
+from dynshape.runtime import config
+from dynshape.runtime.executor import executor_of
+from dynshape.runtime.targets import get_target
 
 
-def run(op, *arrays, out=None, **attrs):
-    """Run ``op`` on NumPy arrays of any shape; returns ``out`` (allocated when None).
+def run(op, *arrays, out=None, target=None, **attrs):
+    """Run ``op`` on arrays of any shape; returns ``out`` (allocated when None).
 
     No compilation happens here once the op family's kernels are loaded; the parameter
     table comes from the bucketed cache or is built by the combination algorithm.
-    ``op`` may also be an object with a ``__dynshape_run__`` method (a fused sequence,
-    ``dynshape.fuse``), which then runs the call.
+    ``target``: the name of a registered target (default: the one the arrays belong to,
+    "cpu" for NumPy arrays). ``op`` may also be an object with a ``__dynshape_run__`` method
+    (a fused sequence, ``dynshape.fuse``), which then runs the call.
     """
     if not isinstance(op, str) and hasattr(op, "__dynshape_run__"):
         return op.__dynshape_run__(*arrays, out=out, **attrs)
     spec = ops.get(op)
     launch = spec.prepare(arrays, out, attrs)
-    result = _EXECUTORS[spec.executor][0](launch)
-    if launch.finalize is not None:
-        result = launch.finalize(result)
-    return result
+    if target is not None:
+        launch.target = get_target(target).name
+    return run_launch(spec, launch)
 
 
 def run_launch(spec, launch):
     """Run a prepared launch of op spec ``spec`` through its executor (for callers that
     amend the launch first, e.g. a fused sequence giving a matmul its epilogue program)."""
-    result = _EXECUTORS[spec.executor][0](launch)
+    result = executor_of(spec.executor).run(launch)
     if launch.finalize is not None:
         result = launch.finalize(result)
     return result
 
 
-def explain(op, *arrays_or_shapes, dtype="float32", **attrs):
+def explain(op, *arrays_or_shapes, dtype="float32", target=None, **attrs):
     """The ParamTable the call would use (None for an empty result). Shapes (tuples) stand
     for C-contiguous arrays of ``dtype``; nothing is computed and no memory is touched."""
     if not isinstance(op, str) and hasattr(op, "__dynshape_explain__"):
@@ -49,8 +46,10 @@ def explain(op, *arrays_or_shapes, dtype="float32", **attrs):
               for a in arrays_or_shapes]
     with ops.planning():
         launch = spec.prepare(arrays, None, attrs)
+        if target is not None:
+            launch.target = get_target(target).name
         shapes = tuple(tuple(a.shape) for a in arrays)
-        table = _EXECUTORS[spec.executor][1](launch)
+        table = executor_of(spec.executor).explain(launch)
     if table is not None:
         # the latest call explained with this (bucket-shared) table: describe() and the
         # picture speak in its coordinates (see geometry.call_geometry)
@@ -74,3 +73,77 @@ def _placeholder(shape, dtype):
         raise DtypeError(f"unknown dtype {dtype!r}; accepted: a NumPy dtype name such as "
                          f"float32, float64, int32, int64 (see: dynshape ops)") from None
     return ops.placeholder(shape, dtype)
+
+
+# ---- the ops, the table cache and its policies ----------------------------------------------
+def known_ops():
+    """The names of all ops ``run`` accepts, sorted."""
+    return ops.known()
+
+
+def describe_ops():
+    """One dict per op: ``name``, ``family``, ``dtypes`` (accepted input dtypes) and
+    ``attributes`` (name -> default), sorted by family and name."""
+    return ops.describe()
+
+
+def cache_stats():
+    """Table-cache counters: tables, max_tables, hits, misses, evictions, optimized_swaps,
+    tables_built, tables_loaded, tables_saved, tables_rejected, save_errors, pending."""
+    return config.cache.stats()
+
+
+def clear_cache():
+    """Drop every cached table and the exact-layout memo; reset the counters."""
+    config.cache.clear()
+
+
+def set_policy(policy):
+    """How tables are built on a cache miss: "background", "simplified" or "optimized"."""
+    config.set_policy(policy)
+
+
+def set_cache_limit(max_tables):
+    """Keep at most ``max_tables`` parameter tables in memory (least recently used go first)."""
+    if isinstance(max_tables, bool) or not isinstance(max_tables, int) or max_tables < 1:
+        raise SettingError(f"cache limit must be a whole number >= 1, got {max_tables!r}")
+    config.cache.max_tables = max_tables
+
+
+def wait_optimized():
+    """Block until background optimizations are swapped into the cache."""
+    config.cache.wait()
+
+
+def set_table_dir(path):
+    """Persist parameter tables under ``path`` (str or PathLike; created on the first save),
+    or stop persisting with None. Default: the ``DYNSHAPE_TABLE_DIR`` environment variable.
+
+    Files: ``<path>/<catalog hash>/<key hash>.npz`` (format: param_tables/README.md). Policies
+    "background" and "optimized" load a saved table on a cache miss instead of building it
+    and save every optimized table they build; "simplified" ignores the directory. A file
+    that is corrupt or from another catalog is ignored with a TableStoreWarning and rebuilt."""
+    config.set_table_dir(path)
+
+
+def table_dir():
+    """The table directory in use (absolute path), or None."""
+    return config.table_dir()
+
+
+def warmup(op, *shapes_or_arrays, dtype="float32", **attrs):
+    """Build the optimized table of a call now and save it in the table directory (the
+    fixed-shape scenario: call at initialisation; a later process loads the table instead of
+    building it). Arguments as for :func:`explain`; nothing is computed. A table already
+    saved is loaded, a cached simplified one is replaced. Returns the ParamTable (None for
+    an empty result). Kernels are not loaded here: see :func:`dynshape.warm`."""
+    with config.policy_scope("warmup"):
+        return explain(op, *shapes_or_arrays, dtype=dtype, **attrs)
+
+
+def last_table():
+    """The ParamTable used by the latest ``run`` (or ``explain``/``warmup``) of the calling
+    thread, or None. With the background policy it shows whether a call ran the simplified
+    table or the optimized one swapped in later (``last_table().variant``). A call with an
+    empty result runs no table and leaves it unchanged."""
+    return config.cache.last_table()

@@ -25,10 +25,13 @@ def _warm():
 @pytest.fixture
 def slot():
     """Force a kernel slot for the tables built inside the test (reset afterwards)."""
+    import contextlib
+    stack = contextlib.ExitStack()
+
     def force(s):
-        conv_executor.forced_slot = s
-    yield force
-    conv_executor.forced_slot = None
+        stack.enter_context(conv_executor.forcing_slot(s))
+    with stack:
+        yield force
 
 
 # ---- reference ---------------------------------------------------------------------------------
@@ -174,12 +177,9 @@ def conv_cases(draw, max_side=40):
 @settings(max_examples=80)
 def test_matches_reference(case, forced):
     x, w, b, res, act, attrs, real = case
-    conv_executor.forced_slot = forced
-    try:
+    with conv_executor.forcing_slot(forced):
         args = (x, w) if b is None else (x, w, b)
         y = dynshape.run("conv2d", *args, activation=_act_arg(act), residual=res, **attrs)
-    finally:
-        conv_executor.forced_slot = None
     check_close(y, x, w, b, res, dict(attrs, pads=real), act)
 
 
@@ -192,11 +192,8 @@ def test_padding_is_never_read(case, forced):
     big = np.full((N + 2, C + 2, H + 6, W + 6), np.nan, x.dtype)
     big[1:-1, 1:-1, 3:-3, 3:-3] = x
     xv = big[1:-1, 1:-1, 3:-3, 3:-3]
-    conv_executor.forced_slot = forced
-    try:
+    with conv_executor.forcing_slot(forced):
         y = dynshape.run("conv2d", xv, w, residual=res, **attrs)
-    finally:
-        conv_executor.forced_slot = None
     assert not np.isnan(y).any()
     check_close(y, x, w, None, res, dict(attrs, pads=real))
 
@@ -208,11 +205,8 @@ def test_table_invariants(case):
     table's own shape and for other shapes of its bucket."""
     x, w, b, res, act, attrs, real = case
     for forced in (None, 0, DIRECT_SLOT):
-        conv_executor.forced_slot = forced
-        try:
+        with conv_executor.forcing_slot(forced):
             t = dynshape.explain("conv2d", x.shape, w.shape, dtype=x.dtype, **attrs)
-        finally:
-            conv_executor.forced_slot = None
         g = t.geo
         testing.check_conv_table(t, g["N"], g["H"], g["W"], g["OH"], g["OW"])
         (n0, n1), (h0, h1), (w0, w1) = t.bucket

@@ -487,15 +487,12 @@ def test_leading_conv2d_matches_conv_then_the_steps(driver_calls, case, forced):
     given_ = {k: sides[k] for k in f.prog_sides}
     if b is not None:
         given_["bias"] = b
-    conv_executor.forced_slot = forced
-    try:
+    with conv_executor.forcing_slot(forced):
         with np.errstate(all="ignore"):
             n0 = len(driver_calls)
             got = f(x, w, **given_)
             assert len(driver_calls) - n0 == 1
             ref = _conv_reference(chain, x, w, b, sides, attrs)
-    finally:
-        conv_executor.forced_slot = None
     assert_matches(got, ref, dtype)
 
 

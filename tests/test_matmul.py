@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 import dynshape
 from dynshape import testing
-from dynshape.runtime.matmul import MatmulTable, build_table
+from dynshape.runtime.matmul import build_table, matmul_key
+from dynshape.tables.matmul_table import MatmulTable
 from dynshape_kernels.abi.tiles import MATMUL_SLOTS_F32 as SLOTS_F32
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -152,8 +153,7 @@ def test_gemm_epilogue_bias_relu_and_in_place_c():
 
 @given(dims, dims, dims, st.integers(1, 5))
 def test_tables_cover_every_shape_of_their_bucket_once(M, N, K, nb):
-    key = ("matmul", "float32", "cpu", 2, (True, True),
-           dynshape.runtime.matmul._buckets(M, N, K, nb))
+    key = matmul_key("float32", M, N, K, nb)
     for variant in ("simplified", "optimized"):
         t = build_table(key, variant)
         t.validate()
@@ -168,8 +168,7 @@ def test_tables_cover_every_shape_of_their_bucket_once(M, N, K, nb):
 
 def test_optimized_picks_slots_per_problem():
     def slot(M, N, K, nb=1):
-        key = ("matmul", "float32", "cpu", 2, (True, True),
-               dynshape.runtime.matmul._buckets(M, N, K, nb))
+        key = matmul_key("float32", M, N, K, nb)
         return build_table(key, "optimized").entries[0, 0]
     assert slot(8, 4096, 4096) == 3          # skinny M: B read in place
     assert slot(2048, 2048, 2048) == 0       # large square
@@ -254,7 +253,7 @@ def test_bad_input(call, err, words):
 
 
 def test_corrupt_table_is_refused():
-    key = ("matmul", "float32", "cpu", 2, (True, True), dynshape.runtime.matmul._buckets(50, 50, 8, 1))
+    key = matmul_key("float32", 50, 50, 8, 1)
     t = build_table(key, "simplified")
     bad = t.entries.copy()
     bad[0, 3] = 10_000
@@ -270,7 +269,7 @@ def test_epilogue_step_program(dt):
     """The GEMM epilogue runs a step program (what fused sequences starting with a matmul
     use): y = exp(-(a @ b + row_side)) * col_side, per batch."""
     from dynshape import ops
-    from dynshape.runtime.matmul import run_matmul
+    from dynshape.runtime.matmul import MATMUL
     from dynshape_kernels.cpu import steps
     from dynshape_kernels.cpu.scalar_ops import BINARY_OPS, UNARY_OPS
     rng = np.random.default_rng(11)
@@ -289,7 +288,7 @@ def test_epilogue_step_program(dt):
     dummy = np.zeros(1, dt)
     launch = ops.get("matmul").prepare([a, b], None, {})
     launch.extra["steps"] = (prog, np.zeros(2, dt), (row, col.reshape(-1), dummy, dummy), sgeo)
-    y = run_matmul(launch)
+    y = MATMUL.run(launch)
     ref = col * np.exp(-(a.astype(np.float64) @ b + row))
     tol = 1e-4 if dt == np.float32 else 1e-11
     np.testing.assert_allclose(y, ref, rtol=tol, atol=tol)

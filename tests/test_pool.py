@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import dynshape
 from dynshape import testing
 from dynshape.ops.pool import output_size
-from dynshape.runtime.pool import PoolTable
+from dynshape.tables.pool_table import PoolTable
 from dynshape_kernels.catalog import CATALOG
 from dynshape_kernels.abi.common_area import E_OFF0, E_OFF1
 from dynshape_kernels.abi.pool_table import E_IH0, E_IW0
@@ -404,7 +404,7 @@ def test_bad_out_and_arguments():
 def test_pool_tables_persist_and_load_as_pool_tables(tmp_path):
     """A saved pool table (entries with input-offset columns) loads back as a PoolTable."""
     import warnings
-    from dynshape.runtime.pool import PoolTable
+    from dynshape.tables.pool_table import PoolTable
     dynshape.set_table_dir(str(tmp_path))
     try:
         with warnings.catch_warnings():

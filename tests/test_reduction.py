@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 import dynshape
 from dynshape import testing
 from dynshape.tables.bucket import bucket
-from dynshape.runtime.walk import WalkTiling
+from dynshape.planning.walk import WalkTiling
 from dynshape_kernels.catalog import CATALOG
 from dynshape_kernels.abi.common_area import STRAT_COLUMNS, STRAT_LANES
 from dynshape_kernels.abi.tail_mode import OVERLAP, TailMode

@@ -52,7 +52,7 @@ class Launch:
     attribute array as its driver reads it (``fattrs``), whether OVERLAP tails are allowed,
     the attributes that change the table (part of the cache key)."""
     __slots__ = ("family", "op", "dtype", "out", "inputs", "result", "fattrs", "overlap_ok",
-                 "table_attrs", "finalize", "extra")
+                 "table_attrs", "finalize", "extra", "target")
 
     def __init__(self, family, op, dtype, out, inputs, result, fattrs=None, overlap_ok=True,
                  table_attrs=(), finalize=None, extra=None):
@@ -67,6 +67,7 @@ class Launch:
         self.table_attrs = table_attrs
         self.finalize = finalize
         self.extra = extra if extra is not None else {}
+        self.target = "cpu"
 
 
 class OpSpec:
@@ -93,8 +94,25 @@ class OpSpec:
         raise NotImplementedError
 
 
+#: the modules of the built-in op specs, each with a ``SPECS`` list (imported on first use)
+SPEC_MODULES = ("elementwise", "reduction", "rowwise", "matmul", "pool", "conv")
+_loaded = []
+
+
+def _registry():
+    if not _loaded:
+        import importlib
+        for name in SPEC_MODULES:
+            for spec in importlib.import_module(f"dynshape.ops.{name}").SPECS:
+                _REGISTRY.setdefault(spec.name, spec)
+        _loaded.append(True)
+    return _REGISTRY
+
+
 def register(spec):
-    _REGISTRY[spec.name] = spec
+    """Add (or replace) an op: ``spec`` is an :class:`OpSpec` whose ``executor`` names a
+    registered executor (the extension point for new ops)."""
+    _registry()[spec.name] = spec
     return spec
 
 
@@ -102,11 +120,15 @@ def get(name):
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):
+        pass
+    try:
+        return _registry()[name]
+    except (KeyError, TypeError):
         raise UnknownOpError(f"unknown op {name!r}; known ops: {', '.join(known())}") from None
 
 
 def known():
-    return sorted(_REGISTRY)
+    return sorted(_registry())
 
 
 def describe():
@@ -114,7 +136,7 @@ def describe():
     ``dtypes`` (the input dtypes it accepts) and ``attributes`` (name -> default)."""
     from dynshape_kernels.catalog import CATALOG
     rows = []
-    for name, spec in _REGISTRY.items():
+    for name, spec in _registry().items():
         dtypes = getattr(spec, "accepted", None)
         if dtypes is None:
             fam = CATALOG.families.get(spec.family)

@@ -28,18 +28,17 @@ dilations=(1, 1), group=1, kernel_shape=None, activation=None, residual=None, ou
   for float32 and 1e-12 for float64 (before the activation; activations add their own
   documented error, see ``dynshape_kernels.cpu.mathfuncs``).
 """
-import math
 
 import numpy as np
-from dynshape_kernels.abi.vocabulary import IDENTITY, UNARY_OPS
+from dynshape_kernels.abi.vocabulary import IDENTITY
 
 from dynshape.errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
 from dynshape.runtime.layout import same_view
-from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output, register
+from dynshape.ops import activation
+from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output
 
 FLOAT_DTYPES = ("float32", "float64")
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
-ACTIVATIONS = tuple(u for u in UNARY_OPS if u != "copy")
 
 
 def _is_int(v):
@@ -63,42 +62,9 @@ def _int_tuple(name, v, n, lo, accepted):
 
 
 def _activation(act):
-    """(op code, attribute 0, attribute 1) of the epilogue's activation."""
-    if act is None:
-        return IDENTITY, 0.0, 0.0
-    attrs = {}
-    if isinstance(act, (tuple, list)) and len(act) == 2 and isinstance(act[1], dict):
-        act, attrs = act
-    if not isinstance(act, str) or act not in ACTIVATIONS:
-        raise OpAttributeError(f"conv2d: activation must be None, a unary op name or "
-                               f"(name, attrs); got {act!r}; accepted names: "
-                               f"{', '.join(ACTIVATIONS)}")
-    allowed = {"leaky_relu": {"alpha"}, "clip": {"min", "max"}, "gelu": {"approximate"}}
-    bad = set(attrs) - allowed.get(act, set())
-    if bad:
-        raise OpAttributeError(f"conv2d: activation {act!r} takes the attributes "
-                               f"{sorted(allowed.get(act, ())) or 'none'}, got {sorted(bad)}")
-
-    def num(key, default):
-        v = attrs.get(key, default)
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer,
-                                                                 np.floating)):
-            raise OpAttributeError(f"conv2d: activation attribute {key} must be a real "
-                                   f"number, got {v!r}")
-        return float(v)
-
-    if act == "gelu":
-        approx = attrs.get("approximate", "none")
-        if approx not in ("none", "tanh"):
-            raise OpAttributeError(f"conv2d: gelu approximate must be 'none' or 'tanh', "
-                                   f"got {approx!r}")
-        act = "gelu_tanh" if approx == "tanh" else "gelu"
-    if act == "leaky_relu":
-        return UNARY_OPS.index(act), num("alpha", 0.01), 0.0
-    if act == "clip":
-        lo, hi = num("min", -math.inf), num("max", math.inf)
-        return UNARY_OPS.index(act), lo, hi
-    return UNARY_OPS.index(act), 0.0, 0.0
+    """(op code, attribute 0, attribute 1) of the epilogue's activation (identity: none)."""
+    r = activation.resolve("conv2d", act)
+    return (IDENTITY, 0.0, 0.0) if r is None else r
 
 
 def _same_pads(size, stride, eff, upper):
@@ -234,4 +200,4 @@ class ConvSpec(OpSpec):
         return p
 
 
-register(ConvSpec("conv2d"))
+SPECS = [ConvSpec("conv2d")]

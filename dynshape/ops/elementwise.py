@@ -5,12 +5,11 @@ converted first), ``div`` on integers gives float64, mixed binary dtypes promote
 ``np.result_type`` (Python scalars are weak, NEP 50).
 """
 import numpy as np
-from dynshape_kernels.abi.vocabulary import FLOAT_ONLY_UNARY
+from dynshape_kernels.abi.vocabulary import BINARY_OPS, FLOAT_ONLY_UNARY, UNARY
 
 from dynshape.errors import ArgumentError, DomainError, DtypeError, OpAttributeError, ShapeError
 from dynshape.runtime.layout import same_view
-from dynshape.ops import (Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output,
-               register)
+from dynshape.ops import (Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output)
 
 DTYPES = ("float32", "float64", "int32", "int64")
 FLOAT_DTYPES = ("float32", "float64")
@@ -69,12 +68,13 @@ class UnarySpec(OpSpec):
         return a
 
     def kernel_op(self, attrs):
-        if self.name == "gelu":
-            approx = attrs["approximate"]
-            if approx not in ("none", "tanh"):
-                raise OpAttributeError(f"gelu: approximate must be 'none' or 'tanh', "
-                                       f"got {approx!r}")
-            return "gelu" if approx == "none" else "gelu_tanh"
+        """The vocabulary's kernel op this call runs (an attribute may select a variant)."""
+        for name, (_, choices) in _SELECTORS.get(self.name, {}).items():
+            v = attrs[name]
+            if v not in choices:
+                raise OpAttributeError(f"{self.name}: {name} must be one of "
+                                       f"{', '.join(map(repr, choices))}, got {v!r}")
+            return choices[v]
         return self.name
 
     def op_attrs(self, attrs, dtype):
@@ -182,13 +182,18 @@ class BinarySpec(OpSpec):
                       not (alias_a or alias_b))
 
 
-for _name in ("relu", "abs", "neg", "exp", "log", "sqrt", "sigmoid", "tanh", "silu"):
-    register(UnarySpec(_name))
-register(UnarySpec("reciprocal", accepted=FLOAT_DTYPES))
-register(UnarySpec("gelu", {"approximate": "none"}))
-register(UnarySpec("leaky_relu", {"alpha": 0.01}))
-register(UnarySpec("clip", {"min": None, "max": None}))
-register(CopySpec("copy"))
-register(CopySpec("transpose"))
-for _name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum"):
-    register(BinarySpec(_name))
+def _unary_spec(u):
+    """The op spec of a public unary op of the vocabulary."""
+    attrs = dict(u.attrs)
+    if u.name in _SELECTORS:
+        attrs.update({name: default for name, (default, _) in _SELECTORS[u.name].items()})
+    return UnarySpec(u.name, attrs, FLOAT_DTYPES if u.ints == "refuse" else DTYPES)
+
+
+#: attributes that select another kernel op of the vocabulary: op -> {attribute: (default,
+#: {value: kernel op})}
+_SELECTORS = {"gelu": {"approximate": ("none", {"none": "gelu", "tanh": "gelu_tanh"})}}
+
+SPECS = ([_unary_spec(u) for u in UNARY if u.public]
+         + [CopySpec("copy"), CopySpec("transpose")]
+         + [BinarySpec(name) for name in BINARY_OPS])

@@ -7,24 +7,16 @@ FMAs in the micro-kernel's order; the error is within ``K * eps * sum_k |a_ik * 
 to ``|a| @ |b|``.
 """
 import numpy as np
-from dynshape_kernels.abi.vocabulary import UNARY_OPS
 
 from dynshape.errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
-from dynshape.ops import Launch, OpSpec, as_array, check_out, new_output, register
+from dynshape.ops import activation
+from dynshape.ops import Launch, OpSpec, as_array, check_out, new_output
 
 DTYPES = ("float32", "float64")
-#: epilogue activations: the unary ops without attributes (code + 1 in the driver)
-ACTIVATIONS = tuple(op for op in UNARY_OPS if op not in ("leaky_relu", "clip"))
-
-
 def activation_code(op, act):
-    if act is None or act == "none":
-        return 0
-    if act not in ACTIVATIONS:
-        raise OpAttributeError(f"{op}: unknown activation {act!r}; accepted: None, "
-                               f"{', '.join(ACTIVATIONS)} (ops with attributes such as "
-                               f"leaky_relu or clip: use dynshape.fuse)")
-    return UNARY_OPS.index(act) + 1
+    """The epilogue code of ``activation=`` (0: none; else the unary kernel op code + 1)."""
+    r = activation.resolve(op, act, with_attributes=False)
+    return 0 if r is None else r[0] + 1
 
 
 def _float_dtype(op, *arrays):
@@ -160,5 +152,4 @@ class GemmSpec(OpSpec):
                        act=activation_code("gemm", attrs["activation"]))
 
 
-register(MatmulSpec("matmul"))
-register(GemmSpec("gemm"))
+SPECS = [MatmulSpec("matmul"), GemmSpec("gemm")]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dynshape.errors import ArgumentError, OpAttributeError, ShapeError
-from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output, register
+from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output
 
 FLOAT_DTYPES = ("float32", "float64")
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -173,7 +173,5 @@ class PoolSpec(OpSpec):
 
 _COMMON = {"kernel_shape": None, "strides": None, "pads": None, "auto_pad": "NOTSET",
            "ceil_mode": False}
-register(PoolSpec("max_pool2d", dict(_COMMON, dilations=None)))
-register(PoolSpec("avg_pool2d", dict(_COMMON, count_include_pad=False)))
-
-from dynshape.runtime import pool as pool_executor
+SPECS = [PoolSpec("max_pool2d", dict(_COMMON, dilations=None)),
+         PoolSpec("avg_pool2d", dict(_COMMON, count_include_pad=False))]

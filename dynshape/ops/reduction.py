@@ -15,10 +15,11 @@ Accuracy is documented in :mod:`dynshape_kernels.cpu.reduce`.
 import math
 
 import numpy as np
+from dynshape_kernels.abi.vocabulary import REDUCE_OPS
 from dynshape_kernels.abi.common_area import OUT_F64, OUT_I64, OUT_SAME
 
 from dynshape.errors import ArgumentError, EmptyReductionError, OpAttributeError
-from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out, register
+from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out
 
 DTYPES = ("float32", "float64", "int32", "int64")
 _NP_NAMES = {"max": "maximum", "min": "minimum"}
@@ -119,5 +120,4 @@ def _scalar(r):
     return r[()]
 
 
-for _name in ("sum", "mean", "max", "min", "argmax", "argmin"):
-    register(ReduceSpec(_name))
+SPECS = [ReduceSpec(name) for name in REDUCE_OPS]

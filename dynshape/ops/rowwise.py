@@ -15,7 +15,7 @@ as x (computed in place). Accuracy is documented in :mod:`dynshape_kernels.cpu.r
 import numpy as np
 
 from dynshape.errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
-from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out, register
+from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out
 from dynshape.ops.elementwise import _number, _unalias
 from dynshape.ops.reduction import normalize_axes
 
@@ -100,7 +100,6 @@ class RowwiseSpec(OpSpec):
         return p
 
 
-register(RowwiseSpec("softmax"))
-register(RowwiseSpec("log_softmax"))
-register(RowwiseSpec("layer_norm", ("weight", "bias"), {"axis": -1, "epsilon": 1e-5}))
-register(RowwiseSpec("rms_norm", ("weight",), {"axis": -1, "epsilon": 1e-5}))
+SPECS = [RowwiseSpec("softmax"), RowwiseSpec("log_softmax"),
+         RowwiseSpec("layer_norm", ("weight", "bias"), {"axis": -1, "epsilon": 1e-5}),
+         RowwiseSpec("rms_norm", ("weight",), {"axis": -1, "epsilon": 1e-5})]

@@ -51,9 +51,9 @@ class CostModel:
         return np.where(empty, self.entry_ns, cost)
 
     def makespan(self, costs, n_outer):
-        total = float(costs.sum()) * n_outer
-        biggest = float(costs.max()) if costs.size else 0.0
-        return max(total / self.threads, biggest)
+        """The plane drivers' makespan (see :mod:`dynshape.planning.makespan`)."""
+        from dynshape.planning.makespan import makespan
+        return makespan(costs, self.threads, n_outer, "bound")
 
 
 def load():

@@ -17,139 +17,21 @@ import math
 
 import numba
 import numpy as np
-from dynshape_kernels import drivers
-from dynshape_kernels.catalog import CATALOG
-from dynshape_kernels.abi.matmul_table import TABLE_COLS
 from dynshape_kernels.abi.step_program import MAX_SIDES, empty_program
-from dynshape_kernels.abi.tiles import MATMUL_NSLOTS as NSLOTS, matmul_slots as _slots_for
+from dynshape_kernels.catalog import CATALOG
 
-from dynshape.runtime import config
-from dynshape.tables.bucket import bucket
-from dynshape.api import register_executor
-from dynshape.errors import TableFormatError
-from dynshape.runtime.plane import via_temporary_out
-from dynshape.runtime.layout import broadcast_strides, element_strides, flat_view, same_view
 from dynshape.planning.matmul import combine
-from dynshape.tables.param_table import TABLE_CLASSES, ParamTable
+from dynshape.runtime.executor import Executor, register_executor, via_temporary_out
+from dynshape.runtime.layout import broadcast_strides, element_strides, flat_view, same_view
+from dynshape.tables.bucket import bucket
+from dynshape.tables.key import TableKey
+from dynshape.tables.matmul_table import MatmulTable
 
-TARGET = "cpu"
 QUANTA = CATALOG.families["matmul"].quanta   # (M and N buckets); K and batch use 16 and 1
-
-
-class MatmulTable(ParamTable):
-    """Output tiles ``(slot, m0, n0, tm, tn, batch)`` (int64 entries) for every problem of a
-    bucket: ``bucket`` = ((lo, hi] of M, N, K, batch count); ``shape`` = the (M, N, K, batch)
-    it was built for (the bucket's upper ends). A ParamTable: saved, loaded and checked like
-    every table (no common area: a call's sizes, strides and batch offsets are arguments)."""
-
-    @classmethod
-    def of(cls, dtype, bucket, shape, comb):
-        return cls("matmul", "matmul", dtype, TARGET, CATALOG.hash, bucket, comb.entries,
-                   np.zeros(0, np.int64), 3, CATALOG.family_base("matmul", dtype), 0,
-                   comb.variant, comb.cost, comb.description, shape)
-
-    def __len__(self):
-        return len(self.entries)
-
-    def kernel_ids(self):
-        return self.id_base + self.entries[:, 0]
-
-    def validate(self, catalog=CATALOG):
-        """Raise TableFormatError unless every row names a slot of the catalog, fits its
-        macro tile and lies inside the built shape, and no output element is listed twice."""
-        e = self.entries
-        if e.ndim != 2 or e.shape[1] != TABLE_COLS:
-            raise TableFormatError(f"matmul table: entries must be (E, {TABLE_COLS}), got "
-                                   f"{e.shape}")
-        if self.dtype not in catalog.families["matmul"].dtypes or \
-                self.id_base != catalog.family_base("matmul", self.dtype):
-            raise TableFormatError(f"matmul table: no matmul kernels for {self.dtype} at id "
-                                   f"{self.id_base} in the catalog")
-        if self.shape is None or len(self.shape) != 4 or len(self.bucket) != 4 or any(
-                not lo <= s <= hi for s, (lo, hi) in zip(self.shape, self.bucket)):
-            raise TableFormatError(f"matmul table: shape {self.shape} is not in its bucket "
-                                   f"{self.bucket}")
-        M, N, _, nb = self.shape
-        if len(e) == 0:
-            return
-        if e[:, 0].min() < 0 or e[:, 0].max() >= NSLOTS:
-            raise TableFormatError(f"matmul table: slot outside 0..{NSLOTS - 1}")
-        cfg = np.array(_slots_for(self.dtype), dtype=np.int64)
-        mc, nc = cfg[e[:, 0], 2], cfg[e[:, 0], 3]
-        if ((e[:, 3] < 1) | (e[:, 4] < 1) | (e[:, 3] > mc) | (e[:, 4] > nc)).any():
-            raise TableFormatError("matmul table: a tile is empty or exceeds its slot's "
-                                   "macro tile")
-        if ((e[:, 1] < 0) | (e[:, 2] < 0) | (e[:, 5] < 0) | (e[:, 1] >= M) | (e[:, 2] >= N)
-                | (e[:, 5] >= nb)).any():
-            raise TableFormatError("matmul table: a tile starts outside the built shape")
-        # exactly-once coverage of every batch's M x N: the tiles form a grid whose row
-        # and column intervals partition [0, M) and [0, N), each cell listed once
-        rows = np.unique(e[:, [1, 3]], axis=0)
-        cols = np.unique(e[:, [2, 4]], axis=0)
-        for iv, size in ((rows, M), (cols, N)):
-            ends = iv[:, 0] + iv[:, 1]
-            if iv[0, 0] != 0 or ends[-1] != size or (iv[1:, 0] != ends[:-1]).any():
-                raise TableFormatError("matmul table: the tiles do not cover the output "
-                                       "exactly once")
-        cells = np.unique(e[:, [1, 2, 5]], axis=0)
-        if len(cells) != len(e) or len(e) != len(rows) * len(cols) * nb:
-            raise TableFormatError("matmul table: the tiles do not cover the output exactly "
-                                   "once")
-
-    def describe(self, catalog=None, limit=20):
-        (ml, mh), (nl, nh), (kl, kh), (bl, bh) = self.bucket
-        rows = [f"ParamTable matmul/{self.dtype} on {self.target} ({self.variant}), catalog "
-                f"{self.catalog_hash}",
-                f"  bucket: M in ({ml}, {mh}], N in ({nl}, {nh}], K in ({kl}, {kh}], batches "
-                f"in ({bl}, {bh}]; built for M={self.shape[0]} N={self.shape[1]} "
-                f"K={self.shape[2]} batches={self.shape[3]}",
-                f"  {self.description}; model cost {self.cost / 1e3:.1f} us",
-                "  K is walked inside each tile in the slot's K blocks (never tiled, never "
-                "overlapped); tiles past the real M/N/batch are clipped by the driver",
-                "     kid  slot     m0     n0     tm     tn  batch"]
-        from dynshape.tables.geometry import call_lines
-        rows[3:3] = call_lines(self)
-        for r in self.entries[:limit]:
-            rows.append(f"  {self.id_base + r[0]:6d}  {r[0]:4d} {r[1]:6d} {r[2]:6d} {r[3]:6d} "
-                        f"{r[4]:6d} {r[5]:6d}")
-        if len(self.entries) > limit:
-            rows.append(f"  ... {len(self.entries) - limit} more")
-        return "\n".join(rows)
-
-    def __repr__(self):
-        return f"<MatmulTable {self.dtype} {self.variant} {len(self)} tiles {self.description}>"
-
-
-TABLE_CLASSES["matmul"] = MatmulTable
 
 
 def _buckets(M, N, K, nb):
     return (bucket(M, QUANTA[0]), bucket(N, QUANTA[1]), bucket(K, 16), bucket(nb, 1))
-
-
-def table_key(launch, nthreads):
-    M, N, K = launch.extra["mnk"]
-    nb = math.prod(launch.extra["batch"])
-    a, b = launch.inputs
-    a_k_contig = a.shape[-1] <= 1 or a.strides[-1] == a.itemsize
-    b_n_contig = b.shape[-1] <= 1 or b.strides[-1] == b.itemsize
-    return ("matmul", launch.dtype, TARGET, nthreads, (a_k_contig, b_n_contig),
-            _buckets(M, N, K, nb))
-
-
-def build_table(key, variant):
-    _, dtype, _, nthreads, (a_k_contig, b_n_contig), bk = key
-    shape = tuple(hi for _, hi in bk)
-    comb = combine(*shape, dtype, a_k_contig, b_n_contig, nthreads, variant)
-    return MatmulTable.of(dtype, bk, shape, comb)
-
-
-def lookup(key):
-    """The cached (or saved) table of ``key``: policies, background optimization, table
-    directory and ``last_table`` as for every family."""
-    return config.cache.get_or_build(key, lambda variant: build_table(key, variant),
-                                     expect={"family": "matmul", "dtype": key[1],
-                                             "bucket": key[5]})
 
 
 def _batch_offsets(batch, x, base):
@@ -191,27 +73,53 @@ def _overlaps(out, *arrays):
     return any(x is not None and x.size and np.may_share_memory(out, x) for x in arrays)
 
 
-def run_matmul(launch):
-    out = launch.out
-    ex = launch.extra
-    if out.size == 0:
-        return launch.result
-    if element_strides(out) is None:
-        return via_temporary_out(launch, run_matmul)
+class MatmulExecutor(Executor):
+    """No exact-layout memo: a call binds its per-batch offsets, which is the work a memo
+    would save (the table itself is cached per bucket)."""
+    name = family = "matmul"
+
+    def operands(self, launch, explain=False):
+        out, ex = launch.out, launch.extra
+        a, b = launch.inputs
+        cin, bias = ex["cin"], ex["bias"]
+        if not explain and (_overlaps(out, a, b, bias) or (
+                cin is not None and _overlaps(out, cin) and not same_view(out, cin))):
+            # the driver requires C disjoint from its inputs (C_in may be exactly C)
+            if cin is not None and _overlaps(out, cin):
+                ex["cin"] = cin.copy()
+            return via_temporary_out(launch, self.run)
+        if any(element_strides(x) is None for x in (a, b)):
+            launch.inputs = [np.ascontiguousarray(x) for x in (a, b)]
+
+    def geometry(self, launch):
+        a, b = launch.inputs
+        return {"a_k_contig": a.shape[-1] <= 1 or a.strides[-1] == a.itemsize,
+                "b_n_contig": b.shape[-1] <= 1 or b.strides[-1] == b.itemsize}
+
+    def key(self, launch, g, target):
+        M, N, K = launch.extra["mnk"]
+        nb = math.prod(launch.extra["batch"])
+        return TableKey("matmul", "matmul", launch.dtype, target, _buckets(M, N, K, nb),
+                        (g["a_k_contig"], g["b_n_contig"]), (), False, numba.get_num_threads())
+
+    def build(self, launch, g, key, variant):
+        return build_table(key, variant)
+
+    def bind(self, launch, g, table):
+        return None
+
+    def call(self, driver, launch, table, bound):
+        _call(driver, launch, table)
+
+
+def _call(driver, launch, table):
+    """The driver call with this call's sizes, strides and per-batch offsets."""
+    out, ex = launch.out, launch.extra
     a, b = launch.inputs
     cin, bias = ex["cin"], ex["bias"]
-    if _overlaps(out, a, b, bias) or (cin is not None and _overlaps(out, cin)
-                                      and not same_view(out, cin)):
-        # the driver requires C disjoint from its inputs (C_in may be exactly C)
-        if cin is not None and _overlaps(out, cin):
-            ex["cin"] = cin = cin.copy()
-        return via_temporary_out(launch, run_matmul)
-    if any(element_strides(x) is None for x in (a, b)):
-        launch.inputs = a, b = [np.ascontiguousarray(x) for x in (a, b)]
     M, N, K = ex["mnk"]
     dt = out.dtype
     nthreads = numba.get_num_threads()
-    table = lookup(table_key(launch, nthreads))
     batch = ex["batch"]
     ab, ao, ars, acs = _operand(a, dt)
     bb, bo, brs, bcs = _operand(b, dt)
@@ -238,18 +146,24 @@ def run_matmul(launch):
     boffs[:, 3] = ioffs
     prog, pattrs, sides, sgeo = ex.get("steps") or _no_steps(dt)
     i = np.int64
-    drivers.get("matmul", launch.dtype)(
-        table.entries, i(M), i(N), i(K), boffs, ab, i(ars), i(acs), bb, i(brs), i(bcs),
-        cb, i(crs), i(ccs), float(ex["alpha"]), float(beta), ib, i(irs), i(ics),
-        sb, i(so), i(sst), i(hb), i(ex["act"]), prog, pattrs, sides, sgeo, i(nthreads))
-    config.counters["driver_calls"] += 1
-    return launch.result
+    driver(table.entries, i(M), i(N), i(K), boffs, ab, i(ars), i(acs), bb, i(brs), i(bcs),
+           cb, i(crs), i(ccs), float(ex["alpha"]), float(beta), ib, i(irs), i(ics),
+           sb, i(so), i(sst), i(hb), i(ex["act"]), prog, pattrs, sides, sgeo, i(nthreads))
 
 
-def explain_matmul(launch):
-    if launch.out.size == 0:
-        return None
-    return lookup(table_key(launch, numba.get_num_threads()))
+def build_table(key, variant):
+    """The matmul table of ``key`` (its layout: A's K and B's N contiguous), laid out for the
+    upper ends of the bucket."""
+    shape = tuple(hi for _, hi in key.bucket)
+    a_k_contig, b_n_contig = key.layout
+    comb = combine(*shape, key.dtype, a_k_contig, b_n_contig, key.threads, variant)
+    return MatmulTable.of(key.dtype, key.target, key.bucket, shape, comb)
 
 
-register_executor("matmul", run_matmul, explain_matmul)
+def matmul_key(dtype, M, N, K, nb=1, threads=2, layout=(True, True), target="cpu"):
+    """The TableKey of a matmul problem (for tools and tests)."""
+    return TableKey("matmul", "matmul", dtype, target, _buckets(M, N, K, nb), tuple(layout),
+                    (), False, threads)
+
+
+MATMUL = register_executor(MatmulExecutor())

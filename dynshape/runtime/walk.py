@@ -1,132 +1,45 @@
-"""Executors of the reduce and rowwise families: kept plane -> cached table -> ONE driver call.
-
-The iteration space is the kept dimensions (the output of a reduction, the rows of a
-row-wise op), coalesced into outer dims and an inner plane exactly like the plane executor
-does (``layout.plane``), tiled by :class:`combination.Tiling` and cached per bucket. The
-reduced (normalized) dimensions are coalesced separately and bound into the reduction block
-that follows the operand blocks of the common area (``common_area.R_*``); they never enter the
-entries, so a table serves every reduced size. Tail modes never include OVERLAP.
+"""The walk executors (reduce, row-wise): the kept dimensions (the output of a reduction,
+the rows of a row-wise op) are coalesced into outer dims and an inner plane like the plane
+executor's, tiled by the walk planner and cached per bucket. The reduced (normalized)
+dimensions are coalesced separately and bound into the reduction block that follows the
+operand blocks of the common area (``common_area.R_*``); they never enter the entries, so a
+table serves every reduced size. Tail modes never include OVERLAP.
 """
 import math
+from dataclasses import dataclass
 
 import numpy as np
-from dynshape_kernels import drivers
-from dynshape_kernels.catalog import CATALOG
 from dynshape_kernels.abi.common_area import (MAX_RED, R_COUNT, R_ND, R_OUTKIND, R_SHAPE, R_STR,
-                                          R_STRATEGY, STRAT_COLUMNS, STRAT_LANES,
-                                          reduce_block_size)
+                                              R_STRATEGY, STRAT_COLUMNS, STRAT_LANES,
+                                              reduce_block_size)
 from dynshape_kernels.abi.tail_mode import TailMode
+from dynshape_kernels.catalog import CATALOG
 
-from dynshape.runtime import config
-
-from dynshape.planning import cost_model
-from dynshape.tables.bucket import bucket
-from dynshape.planning.plane import Tiling
-from dynshape.api import register_executor
 from dynshape.errors import ShapeError
-from dynshape.runtime.plane import memo_get, memo_put, via_temporary_out
+from dynshape.planning.walk import WalkTiling
+from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.layout import check_outer, coalesce, element_strides, flat_view, plane
+from dynshape.tables.bucket import bucket
+from dynshape.tables.key import TableKey
 from dynshape.tables.param_table import ParamTable
 
-TARGET = "cpu"
 _NO_OVERLAP = frozenset(TailMode) - {TailMode.OVERLAP}
 
-# cost constants (ns) of the walk drivers, measured roughly on the project's machine
-ENTRY_NS = 80.0      # per work item: decode, scratch allocation
-ROW_NS = 5.0         # per tile row
-OUT_NS = 12.0        # LANES: per output element (run setup, final lane combine)
-STEP_NS = 6.0        # COLUMNS: per reduced index (offsets, views)
-ELEM_NS = 0.1        # per element and pass on the vector path
 
-
-class WalkTiling(Tiling):
-    """Tiling of a kept plane whose every element walks ``count`` reduced elements.
-
-    Same candidates as :class:`Tiling`; the cost prices a tile by the reduced elements it
-    walks with the strategy's per-output (LANES) or per-step (COLUMNS) overhead.
-    """
-
-    def __init__(self, *args, count=1, strategy=STRAT_LANES, passes=1, **kw):
-        super().__init__(*args, **kw)
-        self.count = max(int(count), 1)
-        self.strategy = strategy
-        self.passes = passes
-
-    def cost(self, t0, rows, cols, model=None):
-        model = model or cost_model.MODEL
-        m, n = self.shape
-        vr = rows.valid(m).astype(np.float64)[:, None]
-        vc = cols.valid(n).astype(np.float64)[None, :]
-        el = ELEM_NS * self.passes
-        if self.strategy == STRAT_COLUMNS:
-            per_row = self.count * self.passes * (STEP_NS + vc * el)
-        else:
-            per_row = vc * (OUT_NS + self.count * el)
-        cost = ENTRY_NS + vr * (ROW_NS + per_row)
-        cost = np.where((vr == 0) | (vc == 0), ENTRY_NS, cost)
-        return cyclic_makespan(cost.reshape(-1), self.n_outer, model)
-
-    def default_tile(self):
-        tiles = sorted(self.slots, key=lambda t: t[0] * t[1])
-        if self.strategy == STRAT_COLUMNS:
-            return max(self.slots, key=lambda t: (t[1], -t[0]))
-        work = self.count * self.passes
-        if work >= 4096:
-            return tiles[0]
-        if work >= 64:
-            return tiles[len(tiles) // 2 - 1] if len(tiles) > 2 else tiles[0]
-        return tiles[-1]
-
-
-def cyclic_makespan(costs, n_outer, model):
-    """Time of the slowest thread when the drivers deal the work items (entries x outer
-    index, outer-major) out cyclically (see ``reduce.chunk_start``): thread t runs items
-    t, t + threads, ..."""
-    threads = max(int(model.threads), 1)
-    total = costs.size * n_outer
-    if total == 0:
-        return 0.0
-    if total > 1 << 16:
-        return max(float(costs.sum()) * n_outer / threads, float(costs.max()))
-    items = np.tile(costs, n_outer)
-    pad = -total % threads
-    items = np.concatenate([items, np.zeros(pad)]).reshape(-1, threads)
-    return float(items.sum(axis=0).max())
+@dataclass
+class Walk:
+    """A walk call's geometry: the kept plane, the reduction block, the reduced count, the
+    strategy, the passes over each row and the input offset correction of reversed axes."""
+    p: object
+    red: np.ndarray
+    count: int
+    strategy: int
+    passes: int = 1
+    delta: int = 0
 
 
 def _count_class(count):
     return min(int(count).bit_length(), 48)
-
-
-def _build(family, op, dtype, p, key, variant, n_operands, count, strategy, passes, red):
-    fam = CATALOG.families[family]
-    modes = fam.tail_modes & _NO_OVERLAP
-    strided = any(abs(st[-1]) > 1 for st in p.strides)
-    n_outer = math.prod(p.outer)
-    tiling = WalkTiling(CATALOG, family, op, dtype, key[-3:-1], (p.m, p.n), n_outer, strided,
-                        modes, count=count, strategy=strategy, passes=passes)
-    comb = tiling.simplified() if variant == "simplified" else tiling.optimized()
-    t = ParamTable(family, op, dtype, TARGET, CATALOG.hash, key[-3:-1], comb.entries,
-                   np.zeros(0, np.int64), n_operands, CATALOG.family_base(family, dtype),
-                   fam.op_base, comb.variant, lambda: comb.cost, comb.description, (p.m, p.n))
-    t.common = np.concatenate([t.bind(p, [0] * n_operands), red])
-    t.common.flags.writeable = False
-    return t
-
-
-def _lookup(family, op, dtype, p, n_operands, count, strategy, passes, red):
-    """The cached table (and its key) for this kept plane and reduction."""
-    fam = CATALOG.families[family]
-    q0, q1 = fam.quanta
-    key = (op, (family, strategy, _count_class(count)), dtype, TARGET, p.layout_class(),
-           bucket(p.m, q0), bucket(p.n, q1), False)
-
-    def build(variant):
-        return _build(family, op, dtype, p, key, variant, n_operands, count, strategy, passes,
-                      red)
-    expect = {"family": family, "op": op, "dtype": dtype, "target": TARGET,
-              "bucket": key[-3:-1], "n_operands": n_operands}
-    return config.cache.get_or_build(key, build, expect=expect), key
 
 
 def _red_block(n_red_operands, shape, strides_per_op, strategy, outkind=0):
@@ -175,8 +88,37 @@ def _operand(a):
     return flat_view(a)
 
 
+class WalkExecutor(Executor):
+    """Shared by reduce and row-wise: key, planner and table of a kept plane."""
+    n_operands = 2
+
+    def key(self, launch, g, target):
+        fam = CATALOG.families[self.family]
+        q0, q1 = fam.quanta
+        return TableKey(self.family, launch.op, launch.dtype, target,
+                        (bucket(g.p.m, q0), bucket(g.p.n, q1)), g.p.layout_class(),
+                        (g.strategy, _count_class(g.count)))
+
+    def build(self, launch, g, key, variant):
+        fam = CATALOG.families[self.family]
+        p = g.p
+        tiling = WalkTiling(CATALOG, self.family, key.op, key.dtype, key.bucket, (p.m, p.n),
+                            math.prod(p.outer), any(abs(st[-1]) > 1 for st in p.strides),
+                            fam.tail_modes & _NO_OVERLAP, count=g.count, strategy=g.strategy,
+                            passes=g.passes)
+        comb = tiling.simplified() if variant == "simplified" else tiling.optimized()
+        t = ParamTable(self.family, key.op, key.dtype, key.target, CATALOG.hash, key.bucket,
+                       comb.entries, np.zeros(0, np.int64), self.n_operands,
+                       CATALOG.family_base(self.family, key.dtype), fam.op_base, comb.variant,
+                       lambda: comb.cost, comb.description, (p.m, p.n))
+        t.common = np.concatenate([t.bind(p, [0] * self.n_operands), g.red])
+        t.common.flags.writeable = False
+        return t
+
+
 # ---- reduce ------------------------------------------------------------------------------
 def _reduce_geometry(launch):
+    """Walk of a reduction: kept plane over (out, x), reduced dims of x."""
     x = launch.inputs[0]
     out = launch.out
     axes = launch.extra["axes"]
@@ -206,39 +148,35 @@ def _reduce_geometry(launch):
     return p, red, count, strategy, delta
 
 
-def run_reduce(launch):
-    out = launch.out
-    if out.size == 0:
-        return launch.result
-    if element_strides(out) is None:
-        return via_temporary_out(launch, run_reduce)
-    x = _materialized(launch.inputs[0], launch.extra["axes"])
-    launch.inputs = [x]
-    sig = ("reduce", launch.op, launch.dtype, launch.extra["axes"], launch.extra["outkind"],
-           out.shape, out.strides, x.shape, x.strides)
-    table, common = memo_get(sig)
-    obuf, ooff = flat_view(out)
-    xbuf, xoff = _operand(x)
-    if table is None:
+class ReduceExecutor(WalkExecutor):
+    name = family = "reduce"
+
+    def operands(self, launch, explain=False):
+        launch.inputs = [_materialized(launch.inputs[0], launch.extra["axes"])]
+
+    def signature(self, launch):
+        out, x = launch.out, launch.inputs[0]
+        return (launch.target, "reduce", launch.op, launch.dtype, launch.extra["axes"],
+                launch.extra["outkind"], out.shape, out.strides, x.shape, x.strides)
+
+    def geometry(self, launch):
         p, red, count, strategy, delta = _reduce_geometry(launch)
-        table, key = _lookup("reduce", launch.op, launch.dtype, p, 2, count, strategy, 1, red)
-        common = np.concatenate([table.bind(p, [ooff, xoff + delta]), red])
-        memo_put(sig, key, common)
-    bufs = launch.extra["placeholders"]
-    slot = launch.extra["outkind"]
-    bufs = [obuf if k == slot else bufs[k] for k in range(3)]
-    driver = drivers.get("reduce", launch.dtype)
-    driver(xbuf, bufs[0], bufs[1], bufs[2], common, table.entries)
-    config.counters["driver_calls"] += 1
-    return launch.result
+        return Walk(p, red, count, strategy, 1, delta)
 
+    def bind(self, launch, g, table):
+        ooff = flat_view(launch.out)[1]
+        xoff = _operand(launch.inputs[0])[1]
+        common = np.concatenate([table.bind(g.p, [ooff, xoff + g.delta]), g.red])
+        common.flags.writeable = False
+        return common
 
-def explain_reduce(launch):
-    if launch.out.size == 0:
-        return None
-    launch.inputs = [_materialized(launch.inputs[0], launch.extra["axes"])]
-    p, red, count, strategy, _ = _reduce_geometry(launch)
-    return _lookup("reduce", launch.op, launch.dtype, p, 2, count, strategy, 1, red)[0]
+    def call(self, driver, launch, table, common):
+        obuf = flat_view(launch.out)[0]
+        xbuf = _operand(launch.inputs[0])[0]
+        bufs = launch.extra["placeholders"]
+        slot = launch.extra["outkind"]
+        bufs = [obuf if k == slot else bufs[k] for k in range(3)]
+        driver(xbuf, bufs[0], bufs[1], bufs[2], common, table.entries)
 
 
 # ---- rowwise -----------------------------------------------------------------------------
@@ -270,41 +208,34 @@ def _rowwise_geometry(launch):
     return p, red, count, strategy
 
 
-def run_rowwise(launch):
-    out = launch.out
-    if out.size == 0:
-        return launch.result
-    if element_strides(out) is None:
-        return via_temporary_out(launch, run_rowwise)
-    x, w, b = launch.inputs
-    launch.inputs = [_materialized(x, launch.extra["axes"]), w, b]
-    sig = ("rowwise", launch.op, launch.dtype, launch.extra["axes"], launch.extra["has_w"],
-           launch.extra["has_b"], out.shape, out.strides,
-           *[(a.shape, a.strides) for a in launch.inputs])
-    table, common = memo_get(sig)
-    bufs = [flat_view(a) for a in [out] + launch.inputs]
-    if table is None:
+class RowwiseExecutor(WalkExecutor):
+    name = family = "rowwise"
+    n_operands = 4
+
+    def operands(self, launch, explain=False):
+        x, w, b = launch.inputs
+        launch.inputs = [_materialized(x, launch.extra["axes"]), w, b]
+
+    def signature(self, launch):
+        out = launch.out
+        return (launch.target, "rowwise", launch.op, launch.dtype, launch.extra["axes"],
+                launch.extra["has_w"], launch.extra["has_b"], out.shape, out.strides,
+                *[(a.shape, a.strides) for a in launch.inputs])
+
+    def geometry(self, launch):
         p, red, count, strategy = _rowwise_geometry(launch)
-        table, key = _lookup("rowwise", launch.op, launch.dtype, p, 4, count, strategy,
-                             _PASSES[launch.op], red)
-        common = np.concatenate([table.bind(p, [off for _, off in bufs]), red])
-        memo_put(sig, key, common)
-    driver = drivers.get("rowwise", launch.dtype)
-    driver(bufs[1][0], bufs[2][0], bufs[3][0], bufs[0][0], common, table.entries,
-           launch.fattrs)
-    config.counters["driver_calls"] += 1
-    return launch.result
+        return Walk(p, red, count, strategy, _PASSES[launch.op])
+
+    def bind(self, launch, g, table):
+        offs = [flat_view(a)[1] for a in [launch.out] + launch.inputs]
+        common = np.concatenate([table.bind(g.p, offs), g.red])
+        common.flags.writeable = False
+        return common
+
+    def call(self, driver, launch, table, common):
+        x, w, b = (flat_view(a)[0] for a in launch.inputs)
+        driver(x, w, b, flat_view(launch.out)[0], common, table.entries, launch.fattrs)
 
 
-def explain_rowwise(launch):
-    if launch.out.size == 0:
-        return None
-    x, w, b = launch.inputs
-    launch.inputs = [_materialized(x, launch.extra["axes"]), w, b]
-    p, red, count, strategy = _rowwise_geometry(launch)
-    return _lookup("rowwise", launch.op, launch.dtype, p, 4, count, strategy,
-                   _PASSES[launch.op], red)[0]
-
-
-register_executor("reduce", run_reduce, explain_reduce)
-register_executor("rowwise", run_rowwise, explain_rowwise)
+REDUCE = register_executor(ReduceExecutor())
+ROWWISE = register_executor(RowwiseExecutor())

@@ -258,9 +258,9 @@ def _batch(shape, names=None):
 
 # ---- per family ---------------------------------------------------------------------------
 def _plane_family(table, call):
-    from dynshape.runtime.plane import _plane_of
+    from dynshape.runtime.plane import plane_of
     launch = call.launch
-    p = _plane_of(launch)
+    p = plane_of(launch)
     shape = tuple(launch.out.shape)
     rows = _plane_rows(table, p)
     notes = [coalescing_note(shape, p, _why(launch))]

@@ -35,7 +35,8 @@ class ParamTable:
     """
 
     def __init__(self, family, op, dtype, target, catalog_hash, bucket, entries, common,
-                 n_operands, id_base, op_base, variant, cost, description="", shape=None):
+                 n_operands, id_base, op_base, variant, cost, description="", shape=None,
+                 meta=None):
         self.family = family
         self.op = op
         self.dtype = dtype
@@ -53,6 +54,8 @@ class ParamTable:
         self._cost = cost
         self.description = description
         self.shape = tuple(shape) if shape is not None else None
+        #: family-specific values the table was built with (JSON-able; saved in the header)
+        self.meta = dict(meta) if meta else {}
 
     def __len__(self):
         return len(self.entries)
@@ -74,23 +77,7 @@ class ParamTable:
 
     def bind(self, plane, offsets):
         """Common area of one call: the plane's sizes and each operand's offset and strides."""
-        nd = len(plane.outer)
-        c = np.zeros(common_size(self.n_operands), dtype=np.int64)
-        c[C_IDBASE] = self.id_base
-        c[C_OPBASE] = self.op_base
-        c[C_NOUTER] = math.prod(plane.outer)
-        c[C_NDOUTER] = nd
-        c[C_OSHAPE:C_OSHAPE + MAX_OUTER] = 1
-        c[C_OSHAPE:C_OSHAPE + nd] = plane.outer
-        c[C_M] = plane.m
-        c[C_N] = plane.n
-        for k, (off, st) in enumerate(zip(offsets, plane.strides)):
-            b = C_OPS + k * OP_BLOCK
-            c[b] = off
-            c[b + 1:b + 1 + nd] = st[:nd]
-            c[b + 1 + MAX_OUTER] = st[-2]
-            c[b + 2 + MAX_OUTER] = st[-1]
-        return c
+        return bind_common(plane, offsets, self.n_operands, self.id_base, self.op_base)
 
     # ---- description -------------------------------------------------------------------
     def resolved(self, m, n, catalog):
@@ -141,7 +128,7 @@ class ParamTable:
                 "dtype": self.dtype, "target": self.target, "catalog": self.catalog_hash,
                 "bucket": self.bucket, "n_operands": self.n_operands, "id_base": self.id_base,
                 "op_base": self.op_base, "variant": self.variant, "cost": self.cost,
-                "description": self.description, "shape": self.shape}
+                "description": self.description, "shape": self.shape, "meta": self.meta}
 
     def save(self, path):
         """Write atomically (temporary file, then rename) with a checksum."""
@@ -188,7 +175,7 @@ class ParamTable:
             cls = TABLE_CLASSES.get(h["family"], ParamTable)
         t = cls(h["family"], h["op"], h["dtype"], h["target"], h["catalog"], h["bucket"],
                 entries, common, h["n_operands"], h["id_base"], h["op_base"], h["variant"],
-                h["cost"], h.get("description", ""), h.get("shape"))
+                h["cost"], h.get("description", ""), h.get("shape"), h.get("meta"))
         t.validate(catalog)
         return t
 
@@ -214,6 +201,28 @@ class ParamTable:
             raise TableFormatError("anchors must be 0 (start) or 1 (end)")
         if len(e) and e[:, [E_OFF0, E_OFF1]].min() < 0:
             raise TableFormatError("negative offsets in entries")
+
+
+def bind_common(plane, offsets, n_operands, id_base=0, op_base=0):
+    """The common area (``abi.common_area``) of one call on ``plane``: sizes, outer shape and
+    per operand its element offset and strides."""
+    nd = len(plane.outer)
+    c = np.zeros(common_size(n_operands), dtype=np.int64)
+    c[C_IDBASE] = id_base
+    c[C_OPBASE] = op_base
+    c[C_NOUTER] = math.prod(plane.outer)
+    c[C_NDOUTER] = nd
+    c[C_OSHAPE:C_OSHAPE + MAX_OUTER] = 1
+    c[C_OSHAPE:C_OSHAPE + nd] = plane.outer
+    c[C_M] = plane.m
+    c[C_N] = plane.n
+    for k, (off, st) in enumerate(zip(offsets, plane.strides)):
+        b = C_OPS + k * OP_BLOCK
+        c[b] = off
+        c[b + 1:b + 1 + nd] = st[:nd]
+        c[b + 1 + MAX_OUTER] = st[-2]
+        c[b + 2 + MAX_OUTER] = st[-1]
+    return c
 
 
 def _digest(head, entries, common):

@@ -14,6 +14,7 @@ Contracts:
   or catalog, or that does not describe the table the caller expects. The table cache turns
   that error into a :class:`TableStoreWarning` and rebuilds; it never uses such a table.
 """
+import dataclasses
 import hashlib
 import json
 import math
@@ -67,6 +68,9 @@ def canonical(obj):
     if isinstance(obj, dict):
         items = sorted((canonical(k), canonical(v)) for k, v in obj.items())
         return "<" + ",".join(f"{k}:{v}" for k, v in items) + ">"
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        return type(obj).__name__ + canonical(fields)
     err = UnstableKeyError(f"cache key part {obj!r} of type {type(obj).__name__} has no stable "
                            f"text; accepted: None, bool, int, float, str, bytes, enums, NumPy "
                            f"scalars and dtypes, and tuples, lists, sets and dicts of them")

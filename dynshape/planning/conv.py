@@ -1,0 +1,144 @@
+"""Planner of the conv family: tiles the output of every image and group into rectangles of
+output rows x columns times blocks of output channels, picks the static kernel (slot) by a
+cost model, and records per tile its input offset (ih0, iw0), so that the driver reads each
+tile's input window in place. Tables are laid out for the largest shape of the (N, OH, OW)
+bucket; the driver clips tiles to the real shape."""
+import numpy as np
+from dynshape_kernels.abi.conv_table import (T_G, T_IH0, T_IW0, T_KID, T_M0, T_MV, T_N, T_NCOL,
+                                              T_OH0, T_OW0, T_VH, T_VW)
+from dynshape_kernels.abi.tiles import CONV_DIRECT_SLOT as DIRECT_SLOT, CONV_TILES
+from dynshape_kernels.abi.tiles import MATMUL_SLOTS_F32 as SLOTS_F32
+from dynshape_kernels.abi.tiles import MATMUL_SLOTS_F64 as SLOTS_F64
+from dynshape_kernels.catalog import CATALOG
+
+from dynshape.planning.makespan import makespan
+from dynshape.tables.bucket import bucket
+from dynshape.tables.conv_table import ConvTable
+
+FAMILY = "conv"
+# cost model, in units of one vector-lane FMA of the GEMM micro-kernel
+PACK_COST = 12.0          # per packed input element (window packing)
+STORE_COST = 6.0          # per stored output element (epilogue)
+TILE_COST = 4000.0        # per tile (workspace set-up, A packing start, loop overheads)
+DIRECT_FMA_COST = 3.0     # per FMA of the direct kernel (acc load/store per tap)
+DIRECT_TAP_COST = 24.0    # per tap and output row of the direct kernel (range, loop set-up)
+# below this total model cost (about 20 us of work) a table runs on the calling thread:
+# waking the thread pool costs more than it saves
+SERIAL_COST = 2.0e6
+
+
+def _ukernel(dtype, slot):
+    """(MR, NR, KC) of a GEMM slot's micro-kernel."""
+    mr, nr, _, _, kc = (SLOTS_F64 if dtype == "float64" else SLOTS_F32)[slot]
+    return mr, nr, kc
+
+
+def _split(size, cap, mult=1):
+    """Block length splitting ``size`` into the fewest equal-ish blocks of at most ``cap``,
+    rounded up to a multiple of ``mult`` when that still fits."""
+    if size <= cap:
+        return max(size, 1)
+    nb = -(-size // cap)
+    t = -(-size // nb)
+    t = -(-t // mult) * mult
+    return min(t, cap)
+
+
+def _tile_cost(slot, dtype, K, mv, vh, vw):
+    """Model cost of tiles (arrays of clipped counts)."""
+    pos = vh * vw
+    if slot == DIRECT_SLOT:
+        return (DIRECT_FMA_COST * mv * K * pos + DIRECT_TAP_COST * mv * vh * K
+                + STORE_COST * mv * pos + TILE_COST / 4)
+    mr, nr, _ = _ukernel(dtype, slot)
+    mp = -(-mv // mr) * mr
+    pp = -(-pos // nr) * nr
+    return mp * K * pp + PACK_COST * K * pos + STORE_COST * mv * pos + TILE_COST
+
+
+def _axis_tiles(size, t):
+    starts = np.arange(0, size, t, dtype=np.int64)
+    return starts, np.minimum(t, size - starts)
+
+
+def _spatial_candidates(OH, OW, cap_pos, cap_w, nthreads):
+    """Candidate (tile rows, tile columns): whole rows when they fit, balanced splits."""
+    tw0 = _split(OW, min(cap_w, cap_pos))
+    cands = set()
+    for tw in {tw0, _split(OW, max(1, -(-OW // 2)))} if OW > 1 else {tw0}:
+        if tw > min(cap_w, cap_pos):
+            continue
+        th_max = max(1, min(OH, cap_pos // tw))
+        k0 = -(-OH // th_max)
+        for k in range(k0, min(OH, k0 + 2 * nthreads + 2) + 1):
+            cands.add((-(-OH // k), tw))
+    return sorted(cands)
+
+
+def _plan_slot(slot, geo, sizes, dtype, nthreads):
+    """(cost, entries) of the best tiling with one slot. ``sizes``: the (N, OH, OW) the
+    table is laid out for (the bucket's largest) and the bucket's smallest; the cost is the
+    mean model makespan over both, so the choice stays balanced across the bucket."""
+    (N, OH, OW), small = sizes
+    G, Mg, K = geo["G"], geo["Mg"], geo["Cg"] * geo["KH"] * geo["KW"]
+    cap_m, cap_pos, _ = CONV_TILES[slot]
+    mr = 1 if slot == DIRECT_SLOT else _ukernel(dtype, slot)[0]
+    m0, mv = _axis_tiles(Mg, _split(Mg, cap_m, mr))
+    best = None
+    for th, tw in _spatial_candidates(OH, OW, cap_pos, cap_pos, nthreads):
+        h0, vh = _axis_tiles(OH, th)
+        w0, vw = _axis_tiles(OW, tw)
+        # order: n, g, tile row, tile column, channel block
+        grid = np.stack(np.meshgrid(np.arange(N * G), np.arange(h0.size), np.arange(w0.size),
+                                    np.arange(m0.size), indexing="ij"), -1).reshape(-1, 4)
+        span = 0.0
+        for n_, oh_, ow_ in ((N, OH, OW), small):
+            cv = np.clip(oh_ - h0, 0, vh)[grid[:, 1]]
+            cw = np.clip(ow_ - w0, 0, vw)[grid[:, 2]]
+            live = (grid[:, 0] // G < n_) & (cv > 0) & (cw > 0)
+            cost = np.where(live, _tile_cost(slot, dtype, K, mv[grid[:, 3]], cv, cw), 0.0)
+            span += makespan(cost, nthreads, 1, "cyclic") / 2
+        if best is None or span < best[0]:
+            best = (span, grid, (h0, vh, w0, vw, m0, mv))
+    span, grid, (h0, vh, w0, vw, m0, mv) = best
+    e = np.empty((grid.shape[0], T_NCOL), dtype=np.int64)
+    e[:, T_KID] = CATALOG.kernel_id(FAMILY, "conv2d", dtype, slot)
+    e[:, T_N] = grid[:, 0] // G
+    e[:, T_G] = grid[:, 0] % G
+    e[:, T_M0] = m0[grid[:, 3]]
+    e[:, T_MV] = mv[grid[:, 3]]
+    e[:, T_OH0] = h0[grid[:, 1]]
+    e[:, T_VH] = vh[grid[:, 1]]
+    e[:, T_OW0] = w0[grid[:, 2]]
+    e[:, T_VW] = vw[grid[:, 2]]
+    pt, pl = geo["pads"][0], geo["pads"][1]
+    e[:, T_IH0] = e[:, T_OH0] * geo["sh"] - pt
+    e[:, T_IW0] = e[:, T_OW0] * geo["sw"] - pl
+    return span, e
+
+
+def candidate_slots(geo):
+    """Slots that can run this geometry: the direct kernel always; implicit GEMM when the
+    group has enough output channels and reduction length to fill a register tile."""
+    K = geo["Cg"] * geo["KH"] * geo["KW"]
+    slots = [DIRECT_SLOT]
+    if geo["Mg"] >= 3 and K >= 4:
+        slots += [0, 1]
+    return slots
+
+
+def build_table(geo, dtype, target, nthreads, slot=None):
+    """The combination of the conv family: entries laid out for the largest shape of the
+    bucket of ``geo``'s (N, OH, OW), the slot and tiling of least model cost."""
+    bk = (bucket(geo["N"], 1), bucket(geo["OH"], 1), bucket(geo["OW"], 1))
+    sizes = (tuple(hi for _, hi in bk), tuple(lo + 1 for lo, _ in bk))
+    for threads in ((1, nthreads) if nthreads > 1 else (1,)):
+        best = None
+        for s in ([slot] if slot is not None else candidate_slots(geo)):
+            cost, e = _plan_slot(s, geo, sizes, dtype, threads)
+            if best is None or cost < best[0]:
+                best = (cost, s, e)
+        if best[0] < SERIAL_COST:      # small: one thread (the driver skips the pool)
+            break
+    cost, s, e = best
+    return ConvTable.of(dtype, target, bk, e, geo, s, threads, cost)

@@ -1,0 +1,135 @@
+"""The fused executor: one driver call runs a fused sequence's step program tile by tile.
+
+The iteration space is the broadcast shape of x and the side inputs, coalesced like the plane
+executor's (all but the last axis for a chain that ends in a row-wise op or a row reduction,
+whose rows must stay whole). The table (:class:`~dynshape.tables.fused_table.FusedTable`) is keyed by
+the chain's text, so a chain never seen before builds a table and compiles nothing.
+"""
+import numpy as np
+from dynshape_kernels.abi import fused_table as kfused
+from dynshape_kernels.abi.step_program import MAX_SIDES
+from dynshape_kernels.abi.vocabulary import REDUCE_OPS
+
+from dynshape.planning.fused import tile_shape
+from dynshape.planning.plane import _uniform_entries
+from dynshape.runtime.executor import Executor, register_executor
+from dynshape.runtime.layout import (broadcast_strides, check_outer, coalesce,
+                                     element_strides, flat_view, plane, plane_of_coalesced)
+from dynshape.tables.bucket import bucket
+from dynshape.tables.key import TableKey
+from dynshape.tables.param_table import bind_common
+
+
+def _readonly(a):
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+_DUMMY = {}
+
+
+def dummy(dt):
+    """A read-only one-element array of ``dt`` (an unused side input)."""
+    d = _DUMMY.get(dt)
+    if d is None:
+        d = _readonly(np.zeros(1, dt))
+        _DUMMY[dt] = d
+    return d
+
+
+def _operand_strides(fused, prog, x, arrs, out, shape):
+    nd = len(shape)
+    if prog.tail in (kfused.T_NONE, kfused.T_ROWWISE):
+        ostr = list(element_strides(out))
+    elif prog.tail == kfused.T_REDUCE_ALL:
+        ostr = [0] * nd
+    else:
+        ost = element_strides(out)
+        ostr = list(ost[:nd - 1]) + [0]
+    strides = [ostr, broadcast_strides(shape, x.shape, element_strides(x))]
+    for a in arrs:
+        strides.append(broadcast_strides(shape, a.shape, element_strides(a)))
+    return strides
+
+
+def _plane_keep_last(shape, strides):
+    """Coalesce all but the last axis; the last one is the plane's columns (whole rows)."""
+    lead, lstr = coalesce(shape[:-1], [st[:-1] for st in strides])
+    cshape = list(lead) + [shape[-1]]
+    cstr = [list(ls) + [st[-1]] for ls, st in zip(lstr, strides)]
+    return plane_of_coalesced(cshape, cstr)
+
+
+class FusedExecutor(Executor):
+    name = family = "fused"
+
+    def signature(self, launch):
+        x, *arrs = launch.inputs
+        out = launch.out
+        return (launch.target, "fused", launch.extra["fused"].raw_key, launch.dtype,
+                launch.extra["shape"], x.shape, x.strides, out.shape, out.strides,
+                tuple((a.shape, a.strides) for a in arrs))
+
+    def geometry(self, launch):
+        ex = launch.extra
+        prog, shape = ex["prog"], ex["shape"]
+        x, *arrs = launch.inputs
+        strides = _operand_strides(ex["fused"], prog, x, arrs, launch.out, shape)
+        if prog.tail in (kfused.T_ROWWISE, kfused.T_REDUCE_ROWS):
+            p = _plane_keep_last(shape, strides)
+        else:
+            p = plane(shape, strides)
+        check_outer(p)
+        return p
+
+    def key(self, launch, p, target):
+        return TableKey("fused", "fused", launch.dtype, target, (bucket(p.m, 1), bucket(p.n, 32)),
+                        p.layout_class(), (launch.extra["fused"].raw_key,))
+
+    def build(self, launch, p, key, variant):
+        from dynshape.tables.fused_table import FusedTable
+        prog = launch.extra["prog"]
+        b0, b1 = key.bucket
+        t0, t1 = tile_shape(prog, p, b0, b1)
+        entries = _uniform_entries(b0[0], b0[1], t0, b1[0], b1[1], t1, int(prog.steps[0, 0]))
+        return FusedTable.of(launch.extra["fused"], key.dtype, key.target, key.bucket,
+                             entries, (t0, t1), prog.steps, prog.pattrs, prog.tail, (p.m, p.n))
+
+    def bind(self, launch, p, table):
+        prog = launch.extra["prog"]
+        offsets = [flat_view(launch.out)[1]] + [flat_view(a)[1] for a in launch.inputs]
+        common = bind_common(p, offsets, len(offsets))
+        common.flags.writeable = False
+        fctl = np.zeros(kfused.F_SIZE, np.int64)
+        fctl[kfused.F_T0], fctl[kfused.F_T1] = table.tile
+        fctl[kfused.F_TAIL] = prog.tail
+        fctl[kfused.F_TCODE] = prog.tcode
+        fctl[kfused.F_SPLIT] = prog.split
+        fctl[kfused.F_EPS] = prog.eps_at
+        fctl[kfused.F_NSIDES] = len(launch.inputs) - 1
+        fctl.flags.writeable = False
+        return common, fctl
+
+    def call(self, driver, launch, table, bound):
+        common, fctl = bound
+        prog = launch.extra["prog"]
+        x, *arrs = launch.inputs
+        dt = x.dtype
+        sides = [_readonly(flat_view(a)[0]) for a in arrs]
+        sides += [dummy(dt)] * (MAX_SIDES - len(sides))
+        oflat = flat_view(launch.out)[0]
+        # the driver writes integer sums to ``oi`` and integer means to ``of`` (even when the
+        # chain dtype is int64 itself), everything else to ``o``
+        if dt.kind == "i" and prog.tail in (kfused.T_REDUCE_ROWS, kfused.T_REDUCE_ALL) \
+                and REDUCE_OPS[prog.tcode] in ("sum", "mean"):
+            o = np.zeros(1, dt)
+            oi = oflat if REDUCE_OPS[prog.tcode] == "sum" else np.zeros(1, np.int64)
+            of = oflat if REDUCE_OPS[prog.tcode] == "mean" else np.zeros(1, np.float64)
+        else:
+            o, oi, of = oflat, np.zeros(1, np.int64), np.zeros(1, np.float64)
+        driver(_readonly(flat_view(x)[0]), o, oi, of, common, table.entries, prog.prog,
+               prog.pattrs, fctl, tuple(sides))
+
+
+FUSED = register_executor(FusedExecutor())

@@ -1,0 +1,69 @@
+"""Targets: where static kernels run. A target is a name, a source of compiled drivers by
+(family, dtype), and the array types it computes on.
+
+The CPU target ("cpu") runs NumPy arrays through ``dynshape_kernels.drivers``. Another target
+plugs in with :func:`register_target`: its kernel directory provides the drivers, and every
+family's executor, table cache, planner and persisted tables work for it unchanged (the
+target is part of every :class:`~dynshape.tables.key.TableKey`). ``run(..., target=NAME)``
+selects a target explicitly; otherwise the arrays' type decides.
+"""
+import numpy as np
+
+from dynshape.errors import SettingError
+
+
+class Target:
+    """``drivers``: an object with ``get(family, dtype)`` returning a compiled driver (no
+    compilation once loaded). ``array_types``: the array classes this target computes on,
+    used to pick the target of a call from its inputs."""
+
+    def __init__(self, name, drivers, array_types=(np.ndarray,), description=""):
+        self.name = name
+        self.drivers = drivers
+        self.array_types = tuple(array_types)
+        self.description = description
+
+    def driver(self, family, dtype):
+        return self.drivers.get(family, dtype)
+
+    def __repr__(self):
+        return f"<Target {self.name}: {self.description}>"
+
+
+_TARGETS = {}
+
+
+def register_target(target):
+    """Make ``target`` available by its name (replacing a target of the same name)."""
+    if not isinstance(target, Target):
+        raise SettingError(f"register_target takes a dynshape Target, got {type(target).__name__}")
+    _TARGETS[target.name] = target
+    return target
+
+
+def get_target(name):
+    try:
+        return _TARGETS[name]
+    except KeyError:
+        raise SettingError(f"unknown target {name!r}; known: {', '.join(sorted(_TARGETS))}") \
+            from None
+
+
+def known_targets():
+    return sorted(_TARGETS)
+
+
+def _cpu_drivers():
+    from dynshape_kernels import drivers
+    return drivers
+
+
+class _LazyDrivers:
+    """The CPU drivers module, imported on first use."""
+
+    def get(self, family, dtype):
+        return _cpu_drivers().get(family, dtype)
+
+
+CPU = register_target(Target("cpu", _LazyDrivers(), (np.ndarray,),
+                             "Numba CPU kernels, one prange driver per family and dtype"))
