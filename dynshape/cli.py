@@ -65,6 +65,13 @@ def main(argv=None):
     w.add_argument("--processes", type=int, default=os.cpu_count() or 1, metavar="N",
                    help="compile missing drivers in N processes at once (default: the "
                         "number of cores)")
+    cb = sub.add_parser("calibrate", help="measure this host's cost-model constants and keep "
+                        "them for the planners",
+                        description="Run the elementwise driver on crafted tables to measure "
+                                    "the cost model's constants on this host, and write them "
+                                    "where the planners read them (the table directory's "
+                                    "calibration/ folder, else the configuration directory).")
+    cb.add_argument("--out", metavar="FILE", help="write the calibration here instead")
     pg = sub.add_parser("pregenerate", help="build a kernel package: drivers compiled ahead "
                         "of time, loaded later with dynshape.load_package or DYNSHAPE_PACKAGE")
     pg.add_argument("--out", required=True, help="the package directory to create")
@@ -130,6 +137,17 @@ def _dispatch(args, dynshape):
         print("empty result: no kernel call" if t is None else t.describe(limit=args.limit))
         if args.png is not None and t is not None:
             return _save_picture(t, args)
+    elif args.cmd == "calibrate":
+        from dataclasses import asdict
+
+        from dynshape.planning import calibration, cost_model
+        dynshape.warm(["unary"], ["float32"], progress=sys.stdout)
+        model = cost_model.calibrate()
+        path = calibration.save(model, args.out)
+        cost_model.reload()
+        for k, v in asdict(model).items():
+            print(f"  {k:12s} {v}")
+        print(f"calibration written to {path}")
     elif args.cmd == "ops":
         _print_ops(dynshape, args.family)
     elif args.cmd == "catalog":

@@ -153,3 +153,34 @@ def load_cached(family, dtype):
 def loaded():
     """The (family, dtype) pairs whose drivers are in memory."""
     return sorted(_loaded)
+
+
+class DriverSet:
+    """The drivers of this module compiled with other Numba options, in memory only: the
+    kernel directory of another CPU-like target (a target adapter's ``drivers``). Numba's
+    on-disk cache does not key entries by compiler options, so these are never cached.
+
+    ``DriverSet(parallel=False)`` runs every family's driver on the calling thread (its
+    ``prange`` loops become plain loops)."""
+
+    def __init__(self, **options):
+        self.options = dict(_OPTS, **options, cache=False)
+        self._loaded = {}
+        self._lock = threading.Lock()
+
+    def get(self, family, dtype):
+        key = (family, dtype)
+        disp = self._loaded.get(key)
+        if disp is None:
+            with self._lock:
+                disp = self._loaded.get(key)
+                if disp is None:
+                    py_func, sig = _resolve(family)
+                    disp = njit(**self.options)(py_func)
+                    disp.compile(sig(dtype))
+                    disp.disable_compile()
+                    self._loaded[key] = disp
+        return disp
+
+    def loaded(self):
+        return sorted(self._loaded)

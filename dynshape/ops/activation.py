@@ -27,12 +27,13 @@ def resolve(op, act, with_attributes=True):
     accepted = names(with_attributes)
     if not isinstance(act, str) or act not in accepted:
         raise OpAttributeError(f"{op}: unknown activation {act!r}; accepted: None, a name or "
-                               f"(name, {{attributes}}) of: {', '.join(accepted)}")
+                               f"(name, {{attributes}}); accepted names: {', '.join(accepted)}")
     spec = ops.get(act)
     try:
         merged = spec.check_attrs(attrs)
         kop = spec.kernel_op(merged)
         a = spec.op_attrs(merged, np.dtype(np.float64)) if spec.attrs else np.zeros(2)
     except OpAttributeError as exc:
-        raise OpAttributeError(f"{op}: activation {act!r}: {exc}") from None
+        raise OpAttributeError(f"{op}: activation {act!r} takes the attributes "
+                               f"{', '.join(sorted(spec.attrs)) or 'none'}: {exc}") from None
     return UNARY_OPS.index(kop), float(a[0]), float(a[1])

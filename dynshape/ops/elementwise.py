@@ -72,8 +72,8 @@ class UnarySpec(OpSpec):
         for name, (_, choices) in _SELECTORS.get(self.name, {}).items():
             v = attrs[name]
             if v not in choices:
-                raise OpAttributeError(f"{self.name}: {name} must be one of "
-                                       f"{', '.join(map(repr, choices))}, got {v!r}")
+                raise OpAttributeError(f"{self.name}: {name} must be "
+                                       f"{' or '.join(map(repr, choices))}, got {v!r}")
             return choices[v]
         return self.name
 

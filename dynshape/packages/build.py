@@ -274,7 +274,17 @@ def _manifest(tmp, done):
     return dict(format=package.FORMAT, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 python=facts["python"], versions=facts["versions"], machine=facts["machine"],
                 catalog_hash=facts["catalog_hash"], drivers=drivers,
-                functions=done["functions"], indexes=done["indexes"], files=files)
+                functions=done["functions"], indexes=done["indexes"], files=files,
+                cost_model=_cost_model())
+
+
+def _cost_model():
+    """The compile host's cost-model constants and where they came from (an execution host
+    without a calibration of its own plans with these: same CPU, as the package requires)."""
+    from dataclasses import asdict
+
+    from dynshape.planning import cost_model
+    return {"source": cost_model.SOURCE, "model": asdict(cost_model.MODEL)}
 
 
 _CHECK = """

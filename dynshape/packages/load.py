@@ -475,6 +475,23 @@ def _activate(pkg):
         event.register("numba:compile", pkg._guard.listener)
         pkg.active = True
         _active = pkg
+    _use_packaged_cost_model(pkg)
+
+
+def _use_packaged_cost_model(pkg):
+    """A host without a calibration of its own plans with the compile host's constants
+    (recorded by ``pregenerate``; the package requires the same CPU)."""
+    from dynshape.planning import calibration, cost_model
+    recorded = pkg.manifest.get("cost_model")
+    if not recorded or cost_model.SOURCE != calibration.DEFAULTS:
+        return
+    fields = cost_model.CostModel.__dataclass_fields__
+    try:
+        model = cost_model.CostModel(**{k: v for k, v in recorded["model"].items()
+                                        if k in fields})
+    except (TypeError, KeyError, AttributeError):
+        return
+    cost_model.use(model, f"from the kernel package {pkg.path} ({recorded.get('source')})")
 
 
 def _deactivate():

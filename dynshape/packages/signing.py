@@ -99,14 +99,7 @@ def read_key_lines(path):
 # ---------------------------------------------------------------- where keys live
 
 
-def config_dir():
-    """The configuration directory (not created here)."""
-    path = os.environ.get(ENV_CONFIG)
-    if not path:
-        base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"),
-                                                                   ".config")
-        path = os.path.join(base, "dynshape")
-    return os.path.abspath(path)
+from dynshape.runtime.config import config_dir  # noqa: E402
 
 
 def own_key_path():

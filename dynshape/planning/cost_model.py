@@ -3,17 +3,14 @@
 The model prices a table at a given shape: per work item (entry x outer index) a fixed cost,
 per row of a tile a fixed cost, per element a cost that depends on the path (contiguous
 vector loop, strided gather/scatter, discard scratch), and a parallel makespan over the
-driver's threads. ``python -m dynshape.planning.cost_model`` re-measures the constants and writes
-``cost_model_cpu.json`` next to this file; the committed file holds this machine's values.
+driver's threads. ``dynshape calibrate`` measures the constants on the host that runs them
+(:mod:`dynshape.planning.calibration` says where they are kept); without a calibration the
+defaults below are used and ``explain`` says so.
 """
 import json
-import os
 from dataclasses import asdict, dataclass
 
 import numpy as np
-
-_PATH = os.path.join(os.path.dirname(__file__), "cost_model_cpu.json")
-
 
 @dataclass(frozen=True)
 class CostModel:
@@ -56,15 +53,22 @@ class CostModel:
         return makespan(costs, self.threads, n_outer, "bound")
 
 
-def load():
-    if os.path.exists(_PATH):
-        with open(_PATH) as f:
-            data = json.load(f)
-        return CostModel(**{k: v for k, v in data.items() if k in CostModel.__dataclass_fields__})
-    return CostModel()
+def use(model, source):
+    """Price every table built from now on with ``model`` (``source`` says where it came
+    from, for ``explain``)."""
+    global MODEL, SOURCE
+    MODEL, SOURCE = model, source
 
 
-MODEL = load()
+def reload():
+    """Read this host's calibration again (after ``dynshape calibrate`` or a new table
+    directory)."""
+    from dynshape.planning import calibration
+    use(*calibration.load())
+
+
+MODEL, SOURCE = CostModel(), "defaults"
+reload()
 
 
 def calibrate(repeats=9):
@@ -152,7 +156,7 @@ def calibrate(repeats=9):
 
 
 if __name__ == "__main__":
+    from dynshape.planning import calibration
     m = calibrate()
-    with open(_PATH, "w") as f:
-        json.dump(asdict(m), f, indent=1)
     print(json.dumps(asdict(m), indent=1))
+    print("written to", calibration.save(m))

@@ -67,9 +67,24 @@ def policy_scope(p):
         _policy_override.reset(token)
 
 
+def config_dir():
+    """The user's configuration directory (keys, trust store, calibrations; not created
+    here): ``DYNSHAPE_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/dynshape``, else
+    ``~/.config/dynshape``."""
+    path = os.environ.get("DYNSHAPE_CONFIG_DIR")
+    if not path:
+        base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"),
+                                                                   ".config")
+        path = os.path.join(base, "dynshape")
+    return os.path.abspath(path)
+
+
 def set_table_dir(path):
-    """Persist tables under ``path`` (created when the first table is saved); None: don't."""
+    """Persist tables under ``path`` (created when the first table is saved); None: don't.
+    The cost model reads this host's calibration from there when it has one."""
     cache.store = None if path is None else TableStore(path)
+    from dynshape.planning import cost_model
+    cost_model.reload()
 
 
 def table_dir():
