@@ -2,13 +2,14 @@
 import shutil
 
 from dynshape_kernels import cache_locator, drivers
+from dynshape_kernels.cpu import elementwise
 
 
 def test_drivers_use_the_kernel_source_locator():
     d = drivers.get("copy", "uint8")
     loc = d._cache._impl._locator
     assert isinstance(loc, cache_locator.KernelSourceLocator)
-    assert loc.get_source_stamp() == cache_locator.module_hash(drivers.elementwise.__file__)
+    assert loc.get_source_stamp() == cache_locator.module_hash(elementwise.__file__)
 
 
 def test_the_stamp_covers_the_import_closure_and_nothing_else():
