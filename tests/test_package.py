@@ -20,6 +20,7 @@ import dynshape
 from dynshape import package, pregenerate, signing
 from dynshape.errors import ArgumentError
 from dynshape_kernels import cache_locator, drivers
+from dynshape_kernels.cpu import elementwise
 
 PAIRS = ["unary/float32", "copy/uint32"]
 
@@ -123,7 +124,7 @@ def test_the_package_holds_exactly_the_chosen_entries(built):
     with open(built[0] / idx[0], "rb") as f:
         pickle.load(f)                                  # numba version
         stamp, overloads = pickle.loads(f.read())
-    assert stamp == cache_locator.module_hash(drivers.elementwise.__file__)
+    assert stamp == cache_locator.module_hash(elementwise.__file__)
     assert sorted(overloads.values()) == sorted(
         r.rsplit("/", 1)[1] for r in m["files"] if "unary_driver" in r and r.endswith(".nbc"))
 
@@ -168,7 +169,7 @@ def test_build_never_replaces_something_else_and_cleans_up_on_failure(tmp_path, 
 
 def test_the_locator_names_files_like_numba_and_relative_to_the_package():
     d = drivers.get("copy", "uint8")
-    f = drivers.elementwise.__file__
+    f = elementwise.__file__
     assert cache_locator.index_name(d.py_func, f) == d._cache._cache_file._index_name
     assert cache_locator.package_subpath(f) == "dynshape_kernels/cpu"
     assert cache_locator.source_relpath(f) == "dynshape_kernels/cpu/elementwise.py"
