@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import dynshape
+from bench.harness import peers as harness_peers
+from bench.harness.environment import THREADS  # noqa: F401  (re-exported)
 
-THREADS = 2
 EPS = 1e-5
 
 # odd shapes at ~1e3, ~1e6 and ~3e7 elements (1000003, 517x1531 and 3x255x257 scaled to size)
@@ -24,51 +25,34 @@ S3 = {"small": (3, 17, 19), "medium": (15, 255, 257), "large": (457, 255, 257)}
 SOFTMAX = {"small": (7, 143), "medium": (77, 30522), "large": (983, 30522)}
 LAYER_NORM = {"small": (3, 333), "medium": (4096, 768), "large": (39063, 768)}
 
-# ---- optional peers -------------------------------------------------------------------------
-try:
-    import torch
-    import torch.nn.functional as F
-except Exception:                                                    # pragma: no cover
-    torch = None
-try:
-    import onnx  # noqa: F401  (its version goes into the report)
-    import onnxruntime as ort
-    from onnx import TensorProto, helper
-except Exception:                                                    # pragma: no cover
-    ort = None
+# ---- optional peers (set by use(); None when absent or disabled) -------------------------
+torch = F = ort = helper = TensorProto = None
+_peers = None
 
 
-def ort_session(nodes, inputs, outputs, inits=(), opset=20, domains=()):
-    """A session for a tiny ONNX graph; inputs/outputs: [(name, shape)], float32."""
-    graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in inputs],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in outputs],
-        initializer=list(inits))
-    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
-    model = helper.make_model(graph, opset_imports=opsets)
-    model.ir_version = 10
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = THREADS
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+def use(peers):
+    """Take the peers loaded by the harness (bench.harness.peers.load)."""
+    global torch, F, ort, helper, TensorProto, _peers
+    _peers = peers
+    torch, ort = peers.torch, peers.ort
+    F = peers.F
+    if ort:
+        helper, TensorProto = peers.onnx.helper, peers.onnx.TensorProto
 
 
-def ort_bound(sess, feeds, out):
-    """run_with_iobinding on caller-owned buffers: ORT's best case (no allocation, no copies)."""
-    io = sess.io_binding()
-    for name, arr in feeds.items():
-        io.bind_cpu_input(name, np.ascontiguousarray(arr))
-    io.bind_output(sess.get_outputs()[0].name, "cpu", 0, out.dtype, list(out.shape),
-                   out.ctypes.data)
-    run = sess.run_with_iobinding
+def ort_session(nodes, inputs, outputs, inits=(), opset=20):
+    return harness_peers.ort_session(_peers, nodes, inputs, outputs, inits, opset)
 
-    def call():
-        run(io)
-        return out
-    return call
+
+def _add_ort(impls, notes, make_session, feeds, out):
+    """ONNX Runtime in both forms from one session: ``ort`` (IOBinding into ``out``) and
+    ``ort_alloc`` (sess.run); a session that cannot be built is a note, not fatal."""
+    try:
+        sess = make_session()
+        impls["ort"] = harness_peers.ort_out(sess, feeds, out)
+        impls["ort_alloc"] = harness_peers.ort_alloc(sess, feeds)
+    except Exception as exc:
+        notes["ort"] = f"n/a ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})"
 
 
 # ---- NumPy formulations (the peers, with out= and preallocated scratch where NumPy allows) ---
@@ -197,14 +181,6 @@ def _t(a):
     return torch.from_numpy(a)
 
 
-def _add_peer(impls, notes, name, make):
-    """Add a peer implementation; a peer that cannot be built is recorded, not fatal."""
-    try:
-        impls[name] = make()
-    except Exception as exc:
-        notes[name] = f"n/a ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})"
-
-
 def unary_case(op, shapes):
     np_fns = {"relu": lambda x, o, s: np.maximum(x, 0, out=o),
               "exp": lambda x, o, s: np.exp(x, out=o),
@@ -234,9 +210,9 @@ def unary_case(op, shapes):
             impls["torch_out"] = lambda: t_out[op](tx, to)
             impls["torch_alloc"] = lambda: t_alloc[op](tx)
         if ort:
-            _add_peer(impls, notes, "ort", lambda: ort_bound(ort_session(
+            _add_ort(impls, notes, lambda: ort_session(
                 [helper.make_node(onnx_op, ["x"], ["y"])], [("x", shape)], [("y", shape)]),
-                {"x": x}, o[3]))
+                     {"x": x}, o[3])
         return Built(str(shape), REF_UNARY[op](x), TOL[op], 2 * x.nbytes, impls, notes,
                      [x, o, scratch])
     return Case(f"unary {op}", "elementwise", op, shapes, build)
@@ -261,9 +237,10 @@ def binary_case(op, shapes):
             impls["torch_out"] = lambda: tf(ta, tb, out=to)
             impls["torch_alloc"] = lambda: tf(ta, tb)
         if ort:
-            _add_peer(impls, notes, "ort", lambda: ort_bound(ort_session(
+            _add_ort(impls, notes, lambda: ort_session(
                 [helper.make_node(onnx_op, ["a", "b"], ["y"])], [("a", shape), ("b", shape)],
-                [("y", shape)]), {"a": a, "b": b}, o[3]))
+                [("y", shape)]),
+                     {"a": a, "b": b}, o[3])
         ref = np_f(a.astype(np.float64), b)
         return Built(str(shape), ref, TOL[op], 3 * a.nbytes, impls, notes, [a, b, o])
     return Case(f"binary {op}", "elementwise", op, shapes, build)
@@ -284,9 +261,10 @@ def transposed_copy_case(shapes):
             impls["torch_out"] = lambda: to.copy_(tt)
             impls["torch_alloc"] = lambda: tt.contiguous()
         if ort:
-            _add_peer(impls, notes, "ort", lambda: ort_bound(ort_session(
+            _add_ort(impls, notes, lambda: ort_session(
                 [helper.make_node("Transpose", ["a"], ["y"], perm=[1, 0])], [("a", (n, m))],
-                [("y", (m, n))]), {"a": base}, o[3]))
+                [("y", (m, n))]),
+                     {"a": base}, o[3])
         return Built(f"{(m, n)} = a.T", at.astype(np.float64), TOL["copy"], 2 * base.nbytes,
                      impls, notes, [base, o])
     return Case("transposed copy(a.T)", "elementwise", "copy", shapes, build)
@@ -308,10 +286,11 @@ def transposed_add_case(shapes):
             impls["torch_out"] = lambda: torch.add(tt, tb, out=to)
             impls["torch_alloc"] = lambda: torch.add(tt, tb)
         if ort:   # ORT cannot take a strided input: Transpose + Add (two nodes)
-            _add_peer(impls, notes, "ort", lambda: ort_bound(ort_session(
+            _add_ort(impls, notes, lambda: ort_session(
                 [helper.make_node("Transpose", ["a"], ["at"], perm=[1, 0]),
                  helper.make_node("Add", ["at", "b"], ["y"])],
-                [("a", (n, m)), ("b", (m, n))], [("y", (m, n))]), {"a": base, "b": b}, o[3]))
+                [("a", (n, m)), ("b", (m, n))], [("y", (m, n))]),
+                     {"a": base, "b": b}, o[3])
         ref = at.astype(np.float64) + b
         return Built(f"{(m, n)} a.T+b", ref, TOL["add"], 3 * b.nbytes, impls, notes,
                      [base, b, o])
@@ -333,9 +312,10 @@ def broadcast_case(shapes):
             impls["torch_out"] = lambda: torch.add(ta, tr, out=to)
             impls["torch_alloc"] = lambda: torch.add(ta, tr)
         if ort:
-            _add_peer(impls, notes, "ort", lambda: ort_bound(ort_session(
+            _add_ort(impls, notes, lambda: ort_session(
                 [helper.make_node("Add", ["a", "r"], ["y"])], [("a", (m, n)), ("r", (n,))],
-                [("y", (m, n))]), {"a": a, "r": r}, o[3]))
+                [("y", (m, n))]),
+                     {"a": a, "r": r}, o[3])
         ref = a.astype(np.float64) + r
         return Built(f"{(m, n)}+({n},)", ref, TOL["add"], 2 * a.nbytes + r.nbytes, impls,
                      notes, [a, r, o])
@@ -382,11 +362,11 @@ def reduction_case(shapes):
             impls["torch_out"] = lambda: torch.sum(tx, dim=1, out=to)
             impls["torch_alloc"] = lambda: torch.sum(tx, dim=1)
         if ort:
-            _add_peer(impls, notes, "ort", lambda: ort_bound(ort_session(
+            _add_ort(impls, notes, lambda: ort_session(
                 [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)],
                 [("x", shape)], [("y", oshape)],
                 [helper.make_tensor("axes", TensorProto.INT64, [1], [1])], opset=13),
-                {"x": x}, o[3]))
+                     {"x": x}, o[3])
         return Built(f"{shape} axis=1", ref, TOL["sum"], x.nbytes + o[0].nbytes, impls,
                      notes, [x, o])
     return Case("reduce sum(axis=1)", "reduction", "sum", shapes, build)
@@ -414,9 +394,10 @@ def softmax_case(shapes):
             impls["torch_out"] = lambda: torch.softmax(tx, 1, out=to)
             impls["torch_alloc"] = lambda: torch.softmax(tx, 1)
         if ort:
-            _add_peer(impls, notes, "ort", lambda: ort_bound(ort_session(
+            _add_ort(impls, notes, lambda: ort_session(
                 [helper.make_node("Softmax", ["x"], ["y"], axis=-1)], [("x", shape)],
-                [("y", shape)], opset=13), {"x": x}, o[3]))
+                [("y", shape)], opset=13),
+                     {"x": x}, o[3])
         return Built(f"{shape} rows", ref, TOL["softmax"], 2 * x.nbytes, impls, notes,
                      [x, o, m, s])
     return Case("softmax(rows)", "rowwise", "softmax", shapes, build)
@@ -449,11 +430,11 @@ def layer_norm_case(shapes):
             notes["torch_out"] = "n/a (F.layer_norm has no out=)"
             impls["torch_alloc"] = lambda: F.layer_norm(tx, (h,), tw, tb, EPS)
         if ort:
-            _add_peer(impls, notes, "ort", lambda: ort_bound(ort_session(
+            _add_ort(impls, notes, lambda: ort_session(
                 [helper.make_node("LayerNormalization", ["x", "w", "b"], ["y"], axis=-1,
                                   epsilon=EPS)],
                 [("x", shape), ("w", (h,)), ("b", (h,))], [("y", shape)], opset=17),
-                {"x": x, "w": w, "b": b}, o[3]))
+                     {"x": x, "w": w, "b": b}, o[3])
         return Built(f"{shape}", ref, TOL["layer_norm"], 2 * x.nbytes + 2 * w.nbytes, impls,
                      notes, [x, w, b, o, mu, var, tmp])
     return Case("layer_norm(last axis)", "rowwise", "layer_norm", shapes, build)
