@@ -13,6 +13,11 @@ if ROOT not in sys.path:                 # bench/ is not installed: import it fr
 from bench.harness import environment, header, peers, timing  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _keep_environment_state(monkeypatch):
+    monkeypatch.setattr(environment, "state", environment.state)
+
+
 def test_prepare_unsets_both_openblas_variables_and_binds_threads():
     env = {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "1048576", "PATH": "/bin"}
     state = environment.prepare(environ=env, modules={})
