@@ -113,10 +113,11 @@ def report(s, label, fns, first, ref, rtol=True):
 
     def r(peer, dyn):
         return f"{t[peer] / t[dyn]:.2f}" if peer in t and dyn in t else "-"
+    tc_first = "/".join(fmt_time(first[k]) for k in ("tc out=", "tc alloc") if k in first)
     s.print(f"{label[:60]:60s}" + "".join(f" {fmt_time(t.get(i)):>11s}" for i in IMPLS) +
             f" {r('tc out=', 'dyn out='):>10s} {r('tc alloc', 'dyn alloc'):>10s}"
             f" {r('eager alloc', 'dyn alloc'):>10s} {r('numpy alloc', 'dyn alloc'):>10s}"
-            f"  {'/'.join(fmt_time(first[k]) for k in ('tc out=', 'tc alloc') if k in first) or '-'}")
+            f"  {tc_first or '-'}")
     return {"case": label, "stats": {k: v.as_dict() for k, v in st.items()},
             "first_call_s": first, "max_err": err}
 
