@@ -32,7 +32,8 @@ import numpy as np  # noqa: E402
 
 import dynshape  # noqa: E402
 from bench import cases  # noqa: E402
-from bench.cases import S1, SIZES, all_cases, np_erf  # noqa: E402
+from bench.cases import S1, SIZES, all_cases  # noqa: E402
+from bench.core_numpy import np_erf  # noqa: E402
 from bench.core_report import (IMPLS, print_bandwidth, print_cases,  # noqa: E402
                                print_dispatch, print_table_build, row_target,
                                summarize_targets)
