@@ -2,7 +2,7 @@
 Runtime; NumPy's and the references are in core_numpy.py), and one builder per case.
 
 A builder returns a :class:`Built`: for one size, callables returning each implementation's
-result (dynshape ``out=`` and allocating, NumPy, torch ``out=`` and allocating, ORT), the
+result (dynshape, NumPy, torch and ORT, each ``out=`` and allocating), the
 reference they are verified against, and the bytes an ideal kernel moves. PyTorch and ONNX
 Runtime are optional (``torch`` / ``ort`` are None when absent or disabled).
 """
@@ -106,6 +106,8 @@ def unary_case(op, shapes):
         impls["ds_out"] = lambda: dynshape.run(op, x, out=o[0])
         impls["ds_alloc"] = lambda: dynshape.run(op, x)
         impls["numpy"] = lambda: np_fns[op](x, o[1], scratch)
+        impls["numpy_alloc"] = lambda: np_fns[op](
+            x, np.empty_like(x), [np.empty_like(x), np.empty_like(x)] if op == "gelu" else None)
         if torch:
             tx, to = _t(x), _t(o[2])
             impls["torch_out"] = lambda: t_out[op](tx, to)
@@ -132,6 +134,7 @@ def binary_case(op, shapes):
         impls["ds_out"] = lambda: dynshape.run(op, a, b, out=o[0])
         impls["ds_alloc"] = lambda: dynshape.run(op, a, b)
         impls["numpy"] = lambda: np_f(a, b, out=o[1])
+        impls["numpy_alloc"] = lambda: np_f(a, b)
         if torch:
             ta, tb, to = _t(a), _t(b), _t(o[2])
             tf = {"add": torch.add, "mul": torch.mul}[op]
@@ -157,6 +160,7 @@ def transposed_copy_case(shapes):
         impls["ds_out"] = lambda: dynshape.run("copy", at, out=o[0])
         impls["ds_alloc"] = lambda: dynshape.run("copy", at)
         impls["numpy"] = lambda: (np.copyto(o[1], at), o[1])[1]
+        impls["numpy_alloc"] = lambda: np.ascontiguousarray(at)
         if torch:
             tt, to = _t(base).T, _t(o[2])
             impls["torch_out"] = lambda: to.copy_(tt)
@@ -182,6 +186,7 @@ def transposed_add_case(shapes):
         impls["ds_out"] = lambda: dynshape.run("add", at, b, out=o[0])
         impls["ds_alloc"] = lambda: dynshape.run("add", at, b)
         impls["numpy"] = lambda: np.add(at, b, out=o[1])
+        impls["numpy_alloc"] = lambda: np.add(at, b)
         if torch:
             tt, tb, to = _t(base).T, _t(b), _t(o[2])
             impls["torch_out"] = lambda: torch.add(tt, tb, out=to)
@@ -208,6 +213,7 @@ def broadcast_case(shapes):
         impls["ds_out"] = lambda: dynshape.run("add", a, r, out=o[0])
         impls["ds_alloc"] = lambda: dynshape.run("add", a, r)
         impls["numpy"] = lambda: np.add(a, r, out=o[1])
+        impls["numpy_alloc"] = lambda: np.add(a, r)
         if torch:
             ta, tr, to = _t(a), _t(r), _t(o[2])
             impls["torch_out"] = lambda: torch.add(ta, tr, out=to)
@@ -258,6 +264,7 @@ def reduction_case(shapes):
             impls["ds_out"] = lambda: dynshape.run("sum", *args, out=o[0], **attrs)
             impls["ds_alloc"] = lambda: dynshape.run("sum", *args, **attrs)
         impls["numpy"] = lambda: np.sum(x, axis=1, out=o[1])
+        impls["numpy_alloc"] = lambda: np.sum(x, axis=1)
         if torch:
             tx, to = _t(x), _t(o[2])
             impls["torch_out"] = lambda: torch.sum(tx, dim=1, out=to)
@@ -290,6 +297,8 @@ def softmax_case(shapes):
             impls["ds_out"] = lambda: dynshape.run("softmax", *args, out=o[0], **attrs)
             impls["ds_alloc"] = lambda: dynshape.run("softmax", *args, **attrs)
         impls["numpy"] = lambda: np_softmax(x, o[1], m, s)
+        impls["numpy_alloc"] = lambda: np_softmax(x, np.empty_like(x), np.empty_like(m),
+                                                  np.empty_like(s))
         if torch:
             tx, to = _t(x), _t(o[2])
             impls["torch_out"] = lambda: torch.softmax(tx, 1, out=to)
@@ -326,6 +335,8 @@ def layer_norm_case(shapes):
             impls["ds_out"] = lambda: dynshape.run("layer_norm", *args, out=o[0], **attrs)
             impls["ds_alloc"] = lambda: dynshape.run("layer_norm", *args, **attrs)
         impls["numpy"] = lambda: np_layer_norm(x, w, b, o[1], mu, var, tmp)
+        impls["numpy_alloc"] = lambda: np_layer_norm(x, w, b, np.empty_like(x), np.empty_like(mu),
+                                                     np.empty_like(var), np.empty_like(x))
         if torch:
             tx, tw, tb = _t(x), _t(w), _t(b)
             notes["torch_out"] = "n/a (F.layer_norm has no out=)"

@@ -2,12 +2,15 @@
 table with ratios, copy bandwidth, table build and cache-hit sections, the target summary."""
 from bench.harness.timing import fmt_time
 
-IMPLS = ("ds_out", "ds_alloc", "numpy", "torch_out", "torch_alloc", "ort", "ort_alloc")
+IMPLS = ("ds_out", "ds_alloc", "numpy", "numpy_alloc", "torch_out", "torch_alloc", "ort",
+         "ort_alloc")
 IMPL_TITLES = {"ds_out": "dyn out=", "ds_alloc": "dyn alloc", "numpy": "numpy out=",
+               "numpy_alloc": "numpy alloc",
                "torch_out": "torch out=", "torch_alloc": "torch alloc", "ort": "ORT out=",
                "ort_alloc": "ORT alloc"}
 # (title, dynshape impl, peer impl) behind the ratio columns: like with like
-PAIRS = (("numpy", "ds_out", "numpy"), ("torch out=", "ds_out", "torch_out"),
+PAIRS = (("numpy out=", "ds_out", "numpy"), ("numpy alloc", "ds_alloc", "numpy_alloc"),
+         ("torch out=", "ds_out", "torch_out"),
          ("torch alloc", "ds_alloc", "torch_alloc"), ("ORT out=", "ds_out", "ort"),
          ("ORT alloc", "ds_alloc", "ort_alloc"))
 
@@ -74,8 +77,9 @@ def _ratio_cell(row, ds, peer):
 def print_cases(P, rows, unavailable, copy_bw):
     head = f"{'case':22s} {'size':6s} {'shape':24s}" + "".join(
         f" {IMPL_TITLES[i]:>11s}" for i in IMPLS)
-    P("Times: median per call (dyn = dynshape; numpy uses out=/preallocated scratch; "
-      "ORT = one-node model, IOBinding into a preallocated output;")
+    P("Times: median per call (dyn = dynshape; numpy out= uses preallocated output and "
+      "scratch, numpy alloc allocates them per call; ORT = one-node model, out= = IOBinding "
+      "into a preallocated output, alloc = sess.run;")
     P(f"       * = median more than {NOISY:g}x the fastest sample: scheduling noise, "
       "minima are in the JSON)")
     P(head)
