@@ -34,6 +34,7 @@ CASES = [  # name, batch, M, N, K
     ("batched 256x(17x64@64x33)", 256, 17, 33, 64),
 ]
 QUICK_CASES = [("odd 67x45x39", 1, 67, 45, 39), ("batched 8x(17x64@64x33)", 8, 17, 33, 64)]
+LARGE = ("square 1024", "square 2048", "1000x1531x517")
 FORMS = ("out=", "alloc")
 PEERS = ("numpy", "torch", "ORT")
 
@@ -58,6 +59,18 @@ def impls(peers, a, b, out_shape, dt):
     return fns
 
 
+def target(name, g):
+    """The issue's target for this case, judged on the out= forms: large shapes >= 1.0x
+    NumPy (OpenBLAS); batched-small >= 1.5x NumPy and ahead of PyTorch."""
+    d, n, t = g.get("dyn out="), g.get("numpy out="), g.get("torch out=")
+    if name in LARGE:
+        return f">= 1.0x numpy: {'met' if d >= n else 'MISSED'}"
+    if name.startswith("batched") and not name.startswith("batched 8x"):
+        ok = d >= 1.5 * n and (t is None or d > t)
+        return f">= 1.5x numpy, > torch: {'met' if ok else 'MISSED'}"
+    return "-"
+
+
 def main(argv=None):
     ap = session.options(__doc__, "matmul.json")
     ap.add_argument("--dtype", default="float32")
@@ -71,7 +84,7 @@ def main(argv=None):
     cols = [f"{p} {f}" for f in FORMS for p in ("dyn",) + PEERS]
     s.print("GFLOP/s (median); ratio = dynshape GFLOP/s / peer GFLOP/s, same form")
     s.print(f"{'case':28s}" + "".join(f" {c:>11s}" for c in cols) +
-            "".join(f" {'vs ' + p + ' ' + f:>15s}" for f in FORMS for p in PEERS))
+            "".join(f" {'vs ' + p + ' ' + f:>15s}" for f in FORMS for p in PEERS) + "  target")
     rows = []
     for name, nb, M, N, K in (QUICK_CASES if s.quick else CASES):
         if args.only and args.only not in name:
@@ -91,10 +104,11 @@ def main(argv=None):
         def vs(p, f):
             d, q = g.get(f"dyn {f}"), g.get(f"{p} {f}")
             return f"{d / q:.2f}x" if d and q else "-"
+        verdict = target(name, g)
         s.print(f"{name:28s}" + "".join(f" {g[c]:11.1f}" if c in g else f" {'-':>11s}"
                                         for c in cols) +
-                "".join(f" {vs(p, f):>15s}" for f in FORMS for p in PEERS))
-        rows.append({"case": name, "flops": flops, "gflops": g,
+                "".join(f" {vs(p, f):>15s}" for f in FORMS for p in PEERS) + f"  {verdict}")
+        rows.append({"case": name, "flops": flops, "gflops": g, "target": verdict,
                      "stats": {k: v.as_dict() for k, v in stats.items()}})
     s.finish({"cases": rows}, {"dtype": dt.name})
 
