@@ -24,7 +24,7 @@ def test_prepare_unsets_both_openblas_variables_and_binds_threads():
     assert "OPENBLAS_CORETYPE" not in env and "OPENBLAS_L2_SIZE" not in env
     assert state["unset"] == {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "1048576"}
     assert env["OMP_PROC_BIND"] == "true" and env["OMP_PLACES"] == "cores"
-    assert env["NUMBA_NUM_THREADS"] == str(environment.THREADS)
+    assert env["NUMBA_NUM_THREADS"] == str(min(environment.THREADS, os.cpu_count() or 1))
     assert "NUMBA_CACHE_DIR" not in env           # the user's cache, never set here
 
 

@@ -9,7 +9,8 @@ or CI. It
 - binds OpenMP threads (Numba's omp layer, PyTorch) one per core unless ``bind=False``: on a
   loaded 2-core machine an unbound worker can land on the core where the spinning master
   waits, and each parallel region then waits for a scheduler tick;
-- sets Numba's thread count to :data:`THREADS` unless the caller set it.
+- sets Numba's thread count to :data:`THREADS` (at most the CPU count) unless the caller
+  set it.
 
 It never sets ``NUMBA_CACHE_DIR``: benchmarks use the user's Numba cache. Refuses to run
 once NumPy (or another runtime) is loaded, since OpenBLAS reads its variables at load time.
@@ -47,7 +48,7 @@ def prepare(bind=True, environ=None, modules=None):
     if bind:
         for k, v in OMP_BINDING.items():
             environ.setdefault(k, v)
-    environ.setdefault("NUMBA_NUM_THREADS", str(THREADS))
+    environ.setdefault("NUMBA_NUM_THREADS", str(min(THREADS, os.cpu_count() or 1)))
     state = {"unset": unset, "bound": bool(bind)}
     return state
 

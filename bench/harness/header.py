@@ -79,7 +79,7 @@ def collect(peers, warm=None):
             "notes": dict(peers.notes)}
     try:
         info["numba_threading_layer"] = numba.threading_layer()
-    except ValueError:                 # no parallel function has run yet
+    except Exception:                  # no parallel function has run yet
         info["numba_threading_layer"] = "not started"
     if peers.torch:
         info["torch"] = peers.torch.__version__

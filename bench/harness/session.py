@@ -106,8 +106,8 @@ class Session:
     # ---- timing and output ------------------------------------------------------------------
     def time(self, fns, first_s=None, blocks=None, block_s=None, **kw):
         """{name: Stat}: ``fns`` timed in alternating blocks with this mode's defaults."""
-        return alternating(fns, blocks or self.blocks, block_s or self.block_s,
-                           first_s=first_s, **kw)
+        return alternating(fns, self.blocks if blocks is None else blocks,
+                           self.block_s if block_s is None else block_s, first_s=first_s, **kw)
 
     def print(self, s=""):
         print(s, flush=True)
