@@ -117,15 +117,28 @@ def report(s, label, fns, first, ref, rtol=True):
     s.print(f"{label[:60]:60s}" + "".join(f" {fmt_time(t.get(i)):>11s}" for i in IMPLS) +
             f" {r('tc out=', 'dyn out='):>10s} {r('tc alloc', 'dyn alloc'):>10s}"
             f" {r('eager alloc', 'dyn alloc'):>10s} {r('numpy alloc', 'dyn alloc'):>10s}"
-            f"  {tc_first or '-'}")
-    return {"case": label, "stats": {k: v.as_dict() for k, v in st.items()},
+            f"  {tc_first or '-':>13s}  {verdict(t)}")
+    return {"case": label, "target": verdict(t), "stats": {k: v.as_dict() for k, v in st.items()},
             "first_call_s": first, "max_err": err}
+
+
+def verdict(t):
+    """The issue's targets: <= 1.0x torch.compile with both out=, ahead of it when both
+    allocate; ahead of PyTorch eager where no compiled peer ran (the conv-led chain)."""
+    out = []
+    if "tc out=" in t:
+        out.append(f"out= <= tc: {'met' if t['dyn out='] <= t['tc out='] else 'MISSED'}")
+    if "tc alloc" in t:
+        out.append(f"alloc < tc: {'met' if t['dyn alloc'] < t['tc alloc'] else 'MISSED'}")
+    if not out and "eager alloc" in t:
+        out.append(f"< eager: {'met' if t['dyn alloc'] < t['eager alloc'] else 'MISSED'}")
+    return ", ".join(out) or "-"
 
 
 def header_line(s):
     s.print(f"{'case':60s}" + "".join(f" {i:>11s}" for i in IMPLS) +
             f" {'tc/dyn out':>10s} {'tc/dyn all':>10s} {'eag/dyn al':>10s} {'np/dyn al':>10s}"
-            "  tc 1st call")
+            f"  {'tc 1st call':>13s}  target")
 
 
 def elementwise(s, n, compile_chains):
