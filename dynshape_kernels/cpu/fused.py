@@ -377,7 +377,8 @@ def _chunk(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides, c, 
 def _finish_all(o, oi_out, of_out, fctl, count, psum, pext, pvalid):
     """Combine the partials of T_REDUCE_ALL into element 0 of the output of its kind."""
     code = fctl[F_TCODE]
-    acc = psum[0] - psum[0]
+    acc = psum[:0].sum()           # a zero of the partials' type (psum[0] - psum[0]
+                                   # would be NaN for an infinite partial)
     ext = pext[0]
     has = False
     for k in range(psum.shape[0]):
