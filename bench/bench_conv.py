@@ -1,25 +1,30 @@
-"""conv2d: dynshape vs PyTorch (CPU) vs a NumPy im2col + matmul baseline, float32, 2 threads.
+"""conv2d: dynshape vs PyTorch (CPU, oneDNN), ONNX Runtime and a NumPy im2col + matmul
+baseline, float32.
 
-    python -m bench.bench_conv [--quick] [--only NAME]
+    python -m bench.bench_conv [--quick] [--only NAME] [--json PATH] [--no-torch] [--no-ort]
 
 Cases (N = 1, NCHW): 64 -> 64 channels 3x3 pad 1 on 57x61; 3 -> 64 7x7 stride 2 pad 3 on
-225x227; depthwise 3x3 pad 1 on 128 channels 113x115. Each reports the best time of the
-repetitions after a warm-up (kernels loaded, table cached), GFLOP/s (2 * N * M * OH * OW *
-C/group * KH * KW flops) and the ratio of dynshape's throughput to PyTorch's
-(``torch.nn.functional.conv2d`` with ``torch.set_num_threads(2)``) and to the baseline. The
-three run in turns so that load from other processes hits them alike. dynshape writes into a
-preallocated ``out``; PyTorch and NumPy allocate their results. NumPy's matmul uses OpenBLAS
-with its own thread setting; its im2col copy is part of the baseline's time.
-Results are saved to ``bench/results/conv.json``.
+225x227; depthwise 3x3 pad 1 on 128 channels 113x115. Forms: dynshape ``out=`` and
+allocating, ONNX Runtime ``out=`` (IOBinding) and allocating, PyTorch allocating
+(``F.conv2d`` has no ``out=``), NumPy allocating (its im2col copy is part of its time;
+OpenBLAS with the kernel the header names). GFLOP/s = 2 * N * M * OH * OW * C/group * KH *
+KW / median time. Ratios compare like with like.
 """
-import argparse
-import json
 import os
-import time
+import sys
 
-import numpy as np
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.harness import environment  # noqa: E402
 
-os.environ.setdefault("NUMBA_NUM_THREADS", "2")
+if __name__ == "__main__":
+    environment.prepare(bind=environment.wants_bind())
+
+import numpy as np  # noqa: E402
+
+import dynshape  # noqa: E402
+from bench.harness import peers as P  # noqa: E402
+from bench.harness import session  # noqa: E402
 
 CASES = [
     # name, N, C, H, W, M, KH, KW, stride, pad, group
@@ -27,6 +32,11 @@ CASES = [
     ("3->64 7x7 s2 p3 225x227", 1, 3, 225, 227, 64, 7, 7, 2, 3, 1),
     ("depthwise 3x3 p1 128ch 113x115", 1, 128, 113, 115, 128, 3, 3, 1, 1, 128),
 ]
+QUICK_CASES = [
+    ("8->8 3x3 p1 13x15", 1, 8, 13, 15, 8, 3, 3, 1, 1, 1),
+    ("depthwise 3x3 p1 8ch 13x15", 1, 8, 13, 15, 8, 3, 3, 1, 1, 8),
+]
+IMPLS = ("dyn out=", "dyn alloc", "ORT out=", "ORT alloc", "torch alloc", "numpy alloc")
 
 
 def im2col_conv(x, w, stride, pad, group):
@@ -48,71 +58,75 @@ def im2col_conv(x, w, stride, pad, group):
     return y
 
 
-def best_times(fns, reps, min_time):
-    best = [float("inf")] * len(fns)
-    n = 0
-    start = time.perf_counter()
-    while n < reps or time.perf_counter() - start < min_time * len(fns):
-        for i, f in enumerate(fns):
-            t = time.perf_counter()
-            f()
-            best[i] = min(best[i], time.perf_counter() - t)
-        n += 1
-        if n >= 500:
-            break
-    return best
+def impls(peers, x, w, s, p, g, y):
+    attrs = dict(strides=(s, s), pads=(p, p, p, p), group=g)
+    out = [np.empty_like(y) for _ in range(2)]
+    fns = {"dyn out=": lambda: dynshape.run("conv2d", x, w, out=out[0], **attrs),
+           "dyn alloc": lambda: dynshape.run("conv2d", x, w, **attrs)}
+    if peers.ort:
+        h = peers.onnx.helper
+        node = h.make_node("Conv", ["x", "w"], ["y"], strides=[s, s], pads=[p] * 4, group=g,
+                           kernel_shape=list(w.shape[2:]))
+        sess = P.ort_session(peers, [node], [("x", x.shape), ("w", w.shape)], [("y", y.shape)])
+        fns["ORT out="] = P.ort_out(sess, {"x": x, "w": w}, out[1])
+        fns["ORT alloc"] = P.ort_alloc(sess, {"x": x, "w": w})
+    if peers.torch:
+        F, xt, wt = peers.F, peers.torch.from_numpy(x), peers.torch.from_numpy(w)
+        fns["torch alloc"] = lambda: F.conv2d(xt, wt, stride=s, padding=p, groups=g)
+    fns["numpy alloc"] = lambda: im2col_conv(x, w, s, p, g)
+    return fns
+
+
+def verdict(t):
+    """The issue's target: dynshape >= 1.0x PyTorch (oneDNN), allocating against allocating."""
+    if "torch alloc" not in t:
+        return "-"
+    return f">= 1.0x torch: {'met' if t['dyn alloc'] <= t['torch alloc'] else 'MISSED'}"
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap = session.options(__doc__, "conv.json")
     ap.add_argument("--only", default=None, help="run the cases whose name contains this")
     args = ap.parse_args(argv)
-    import dynshape
-    import torch
-    torch.set_num_threads(2)
-    dynshape.warm(["conv"], ["float32"])
-    reps, min_time = (3, 0.2) if args.quick else (20, 1.5)
+    s = session.Session("dynshape conv2d, float32", args)
+    peers = s.start(families=["conv"], dtypes=["float32"])
     rng = np.random.default_rng(0)
     rows = []
-    hdr = (f"{'case':32s} {'dynshape':>9s} {'torch':>9s} {'numpy':>9s}   GFLOP/s: "
-           f"{'dynshape':>8s} {'torch':>7s} {'numpy':>7s}  {'vs torch':>8s} {'vs numpy':>8s}")
-    print(hdr)
-    print("-" * len(hdr))
-    for name, N, C, H, W, M, KH, KW, s, p, g in CASES:
+    s.print(f"{'case':32s} GFLOP/s:" + "".join(f" {i:>11s}" for i in IMPLS) +
+            f" {'ORT/dyn out=':>12s} {'torch/dyn alloc':>15s}  target")
+    for name, N, C, H, W, M, KH, KW, st, p, g in (QUICK_CASES if s.quick else CASES):
         if args.only and args.only not in name:
             continue
         x = rng.standard_normal((N, C, H, W)).astype(np.float32)
         w = rng.standard_normal((M, C // g, KH, KW)).astype(np.float32)
-        attrs = dict(strides=(s, s), pads=(p, p, p, p), group=g)
-        y = dynshape.run("conv2d", x, w, **attrs)
-        out = np.empty_like(y)
-        xt, wt = torch.from_numpy(x), torch.from_numpy(w)
-        ref = torch.nn.functional.conv2d(xt, wt, stride=s, padding=p, groups=g).numpy()
+        ref = im2col_conv(x.astype(np.float64), w.astype(np.float64), st, p, g)
         scale = np.abs(ref).max()
-        err = float(np.abs(y - ref).max() / scale)
-        base = im2col_conv(x, w, s, p, g)
-        assert np.allclose(base, ref, rtol=1e-3, atol=1e-3 * scale)
-        fns = [lambda: dynshape.run("conv2d", x, w, out=out, **attrs),
-               lambda: torch.nn.functional.conv2d(xt, wt, stride=s, padding=p, groups=g),
-               lambda: im2col_conv(x, w, s, p, g)]
-        td, tt, tn = best_times(fns, reps, min_time)
-        OH, OW = y.shape[2:]
+        fns = impls(peers, x, w, st, p, g, ref.astype(np.float32))
+        err = {}
+        for k, fn in fns.items():
+            r = fn()
+            r = r.numpy() if hasattr(r, "numpy") else r
+            err[k] = float(np.abs(r - ref).max() / scale)
+            assert err[k] < 1e-4, f"{name} {k}: relative error {err[k]}"
+        stats = s.time(fns)
+        OH, OW = ref.shape[2:]
         flops = 2.0 * N * M * OH * OW * (C // g) * KH * KW
-        gd, gt, gn = flops / td / 1e9, flops / tt / 1e9, flops / tn / 1e9
-        print(f"{name:32s} {td * 1e3:8.2f}ms {tt * 1e3:8.2f}ms {tn * 1e3:8.2f}ms   "
-              f"         {gd:8.1f} {gt:7.1f} {gn:7.1f}  {gd / gt:8.2f} {gd / gn:8.2f}")
-        rows.append({"case": name, "dynshape_s": td, "torch_s": tt, "numpy_s": tn,
-                     "gflops": {"dynshape": gd, "torch": gt, "numpy": gn},
-                     "ratio_vs_torch": gd / gt, "ratio_vs_numpy": gd / gn,
-                     "max_rel_err_vs_torch": err,
-                     "table": str(dynshape.explain("conv2d", x, w, **attrs).describe(limit=0))})
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "conv.json")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump({"threads": 2, "dtype": "float32", "quick": args.quick, "cases": rows}, f,
-                  indent=1)
-    print(f"saved {path}")
+        gf = {k: flops / v.median / 1e9 for k, v in stats.items()}
+        t = {k: v.median for k, v in stats.items()}
+
+        def ratio(peer, dyn):
+            return f"{t[peer] / t[dyn]:.2f}" if peer in t else "-"
+        s.print(f"{name:32s}        " + "".join(
+            f" {gf[i]:11.1f}" if i in gf else f" {'-':>11s}" for i in IMPLS) +
+            f" {ratio('ORT out=', 'dyn out='):>12s} {ratio('torch alloc', 'dyn alloc'):>15s}"
+            f"  {verdict(t)}")
+        rows.append({"case": name, "target": verdict(t), "flops": flops, "gflops": gf, "max_rel_err": err,
+                     "stats": {k: v.as_dict() for k, v in stats.items()},
+                     "table": str(dynshape.explain("conv2d", x, w, strides=(st, st),
+                                                   pads=(p,) * 4, group=g).describe(limit=0))})
+    s.print("ratios are peer time / dynshape time in the same form (> 1: dynshape faster); "
+            "PyTorch and NumPy have no out= for conv2d")
+    s.finish({"cases": rows})
 
 
 if __name__ == "__main__":

@@ -1,31 +1,42 @@
 """Fused elementwise chains: dynshape.fuse vs NumPy unfused, PyTorch eager and torch.compile.
 
-    python -m bench.bench_fuse [--quick] [--elements N] [--repeat R]
+    python -m bench.bench_fuse [--quick] [--elements N] [--no-compile] [--json PATH]
 
 Chains of length 2, 4 and 8 on ``N`` (default 3e7) float32 elements, shape (N // 1000, 1000)
-with a (1000,) bias broadcast along the rows. dynshape runs each chain in ONE driver call
-(2 threads, tile by tile, no intermediate arrays); NumPy runs the ops one by one (one
-thread, a full-size temporary per op; ``out=`` reuses one buffer where NumPy allows it);
-PyTorch eager uses 2 threads, allocating; ``torch.compile(dynamic=True)`` is timed in steady
-state after warm-up, its first compile reported separately. Times are the median of
-``repeat`` runs (noisy on a shared machine: indicative only). dynshape writes into a
-preallocated output (``out=``); NumPy and torch allocate theirs.
+with a (1000,) bias broadcast along the rows; then matmul + bias + gelu at 512x1024x1024;
+then a conv-led chain conv2d(64 -> 64, 3x3, pad 1) on (1, 64, 57, 61) -> relu -> abs -> exp
+(fused, dynshape unfused, PyTorch eager).
 
-A conv-led case follows: conv2d(64 -> 64, 3x3, pad 1) on (1, 64, 57, 61) float32, then relu,
-abs, exp: fused (the conv driver runs the chain on each output tile before storing it) vs
-PyTorch eager (``F.conv2d`` then the three ops, 2 threads) and vs dynshape unfused
-(``run("conv2d")`` then ``run`` of each op, a full-size array per op).
+Forms, compared like with like: dynshape ``out=`` and allocating; ``torch.compile(dynamic=
+True)`` ``out=`` (``torch.compile(lambda a, c, o: o.copy_(expr))``, the copy fused into the
+generated kernel) and allocating; PyTorch eager and NumPy unfused allocating only (they
+have no ``out=`` for a whole chain). torch.compile's first call (its compile) is reported
+apart and never timed. A 3e7 allocation and its first-touch page faults cost more than the
+kernel: never read an ``out=`` time against an allocating one.
 """
-import argparse
-import statistics
-import time
+import os
+import sys
 
-import numpy as np
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.harness import environment  # noqa: E402
 
-import dynshape
+if __name__ == "__main__":
+    environment.prepare(bind=environment.wants_bind())
+
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import dynshape  # noqa: E402
+from bench.harness import peers as P  # noqa: E402
+from bench.harness import session  # noqa: E402
+from bench.harness.timing import fmt_time  # noqa: E402
 
 C = np.float32(0.7978845608028654)
 K = np.float32(0.044715)
+IMPLS = ("dyn out=", "tc out=", "dyn alloc", "tc alloc", "eager alloc", "numpy alloc",
+         "dyn unfused")
 
 
 def np_gelu_tanh(v):
@@ -36,140 +47,7 @@ def np_sigmoid(v):
     return 1 / (1 + np.exp(-v))
 
 
-# (name, fused steps, numpy function, torch function)
-def chains():
-    import torch
-    F = torch.nn.functional
-    return [
-        ("len 2: add(bias), relu",
-         [("add", "bias"), "relu"],
-         lambda x, b: np.maximum(x + b, 0),
-         lambda x, b: torch.relu(x + b)),
-        ("len 4: add(bias), relu, mul(2), exp",
-         [("add", "bias"), "relu", ("mul", 2.0), "exp"],
-         lambda x, b: np.exp(np.maximum(x + b, 0) * np.float32(2)),
-         lambda x, b: torch.exp(torch.relu(x + b) * 2.0)),
-        ("len 8: add(bias), gelu(tanh), mul(.5), tanh, abs, add(1), log, sigmoid",
-         [("add", "bias"), ("gelu", {"approximate": "tanh"}), ("mul", 0.5), "tanh", "abs",
-          ("add", 1.0), "log", "sigmoid"],
-         lambda x, b: np_sigmoid(np.log(np.abs(np.tanh(np_gelu_tanh(x + b) * np.float32(.5)))
-                                        + np.float32(1))),
-         lambda x, b: torch.sigmoid(torch.log(torch.abs(torch.tanh(
-             F.gelu(x + b, approximate="tanh") * 0.5)) + 1.0))),
-    ]
-
-
-def median_time(fn, repeat):
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
-
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="3e6 elements, 3 repeats")
-    ap.add_argument("--elements", type=float, default=3e7)
-    ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
-    args = ap.parse_args(argv)
-    import torch
-    torch.set_num_threads(2)
-    n = int(3e6 if args.quick else args.elements)
-    repeat = 3 if args.quick else args.repeat
-    cols = 1000
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((n // cols, cols)).astype(np.float32)
-    b = rng.standard_normal(cols).astype(np.float32)
-    out = np.empty_like(x)
-    tx, tb = torch.from_numpy(x), torch.from_numpy(b)
-    print(f"fused elementwise chains on {x.size:.3g} float32 elements {x.shape} + bias "
-          f"{b.shape}; median of {repeat}")
-    hdr = (f"{'chain':72s} {'dynshape':>9s} {'numpy':>9s} {'torch':>9s} {'compile':>9s} "
-           f"{'np/ds':>6s} {'th/ds':>6s} {'ds/tc':>6s}  {'tc 1st':>7s}")
-    print(hdr)
-    for name, steps, np_fn, th_fn in chains():
-        f = dynshape.fuse(steps)
-        f(x, bias=b, out=out)                       # warm-up: driver loaded, table cached
-        ref = np_fn(x, b)
-        err = float(np.nanmax(np.abs(out - ref) / (np.abs(ref) + 1e-6)))
-        t_ds = median_time(lambda: f(x, bias=b, out=out), repeat)
-        t_np = median_time(lambda: np_fn(x, b), repeat)
-        t_th = median_time(lambda: th_fn(tx, tb), repeat)
-        t_tc = first = None
-        if not args.no_compile:
-            tc = torch.compile(lambda a, c: th_fn(a, c), dynamic=True)
-            t0 = time.perf_counter()
-            tc(tx, tb)
-            first = time.perf_counter() - t0
-            t_tc = median_time(lambda: tc(tx, tb), repeat)
-
-        def ms(t):
-            return f"{t * 1e3:8.1f}ms" if t is not None else f"{'-':>10s}"
-        print(f"{name:72s}{ms(t_ds)}{ms(t_np)}{ms(t_th)}{ms(t_tc)} {t_np / t_ds:6.2f} "
-              f"{t_th / t_ds:6.2f} {(t_ds / t_tc) if t_tc else float('nan'):6.2f}  "
-              f"{(f'{first:.1f}s' if first else '-'):>7s}   (max rel err vs numpy {err:.1e})")
-    print("np/ds, th/ds: speed-up of dynshape over NumPy / PyTorch eager; ds/tc: dynshape time "
-          "over torch.compile steady state (<= 1.2 is the target); tc 1st: first compile.")
-    matmul_case(max(10, repeat), not args.no_compile)
-    conv_case(max(20, 5 * repeat))
-
-
-def matmul_case(repeat, compile_too=True):
-    """matmul + bias + gelu at 512x1024x1024: fused (the GEMM epilogue runs the steps) vs
-    NumPy unfused, PyTorch eager and torch.compile(dynamic=True)."""
-    import torch
-    F = torch.nn.functional
-    rng = np.random.default_rng(2)
-    a = rng.standard_normal((512, 1024)).astype(np.float32)
-    b = (rng.standard_normal((1024, 1024)) / 32).astype(np.float32)
-    bias = rng.standard_normal(1024).astype(np.float32)
-    out = np.empty((512, 1024), np.float32)
-    ta, tb, tbias = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(bias)
-    f = dynshape.fuse(["matmul", ("add", "bias"), "gelu"])
-
-    def numpy_unfused():
-        v = a @ b
-        v += bias
-        return 0.5 * v * (1 + _np_erf(v / np.sqrt(np.float32(2))))
-
-    def eager():
-        with torch.no_grad():
-            return F.gelu(torch.matmul(ta, tb) + tbias)
-
-    f(a, b, bias=bias, out=out)
-    ref = eager().numpy()
-    err = float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
-    t_ds = median_time(lambda: f(a, b, bias=bias, out=out), repeat)
-    t_np = median_time(numpy_unfused, repeat)
-    t_th = median_time(eager, repeat)
-    t_tc = first = None
-    if compile_too:
-        def body(x, y, z):
-            return F.gelu(torch.matmul(x, y) + z)
-        tc = torch.compile(body, dynamic=True)
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            tc(ta, tb, tbias)
-        first = time.perf_counter() - t0
-
-        def compiled():
-            with torch.no_grad():
-                return tc(ta, tb, tbias)
-        t_tc = median_time(compiled, repeat)
-    gf = 2 * 512 * 1024 * 1024 / 1e9
-    print(f"\nmatmul + bias + gelu, 512x1024 @ 1024x1024 float32; median of {repeat}")
-    print(f"  dynshape fused {t_ds * 1e3:7.2f}ms ({gf / t_ds:5.0f} GFLOP/s)   NumPy unfused "
-          f"{t_np * 1e3:7.2f}ms   PyTorch eager {t_th * 1e3:7.2f}ms   torch.compile "
-          + (f"{t_tc * 1e3:7.2f}ms (first call {first:.1f}s)" if t_tc else "-"))
-    print(f"  np/ds {t_np / t_ds:5.2f}   th/ds {t_th / t_ds:5.2f}   ds/tc "
-          + (f"{t_ds / t_tc:5.2f}" if t_tc else "-") + f"   (max error vs PyTorch {err:.1e} of max)")
-
-
-def _np_erf(v):
+def np_erf(v):
     """Abramowitz-Stegun 7.1.26 erf in NumPy (NumPy has none), |error| < 1.5e-7."""
     s = np.sign(v)
     z = np.abs(v)
@@ -179,40 +57,196 @@ def _np_erf(v):
     return s * y
 
 
-def conv_case(repeat):
-    """conv2d(64->64, 3x3, pad 1, 57x61) -> relu -> abs -> exp: fused vs PyTorch eager vs
-    dynshape unfused."""
-    import torch
-    F = torch.nn.functional
+def chains(torch):
+    """(name, fused steps, numpy function, torch function or None)."""
+    F = torch.nn.functional if torch else None
+    t = torch
+    return [
+        ("len 2: add(bias), relu", [("add", "bias"), "relu"],
+         lambda x, b: np.maximum(x + b, 0),
+         t and (lambda x, b: t.relu(x + b))),
+        ("len 4: add(bias), relu, mul(2), exp", [("add", "bias"), "relu", ("mul", 2.0), "exp"],
+         lambda x, b: np.exp(np.maximum(x + b, 0) * np.float32(2)),
+         t and (lambda x, b: t.exp(t.relu(x + b) * 2.0))),
+        ("len 8: add(bias), gelu(tanh), mul(.5), tanh, abs, add(1), log, sigmoid",
+         [("add", "bias"), ("gelu", {"approximate": "tanh"}), ("mul", 0.5), "tanh", "abs",
+          ("add", 1.0), "log", "sigmoid"],
+         lambda x, b: np_sigmoid(np.log(np.abs(np.tanh(np_gelu_tanh(x + b) * np.float32(.5)))
+                                        + np.float32(1))),
+         t and (lambda x, b: t.sigmoid(t.log(t.abs(t.tanh(
+             F.gelu(x + b, approximate="tanh") * 0.5)) + 1.0)))),
+    ]
+
+
+def add_compiled(s, fns, first, expr, targs, out_t):
+    """torch.compile in both forms; the first call of each (its compile) timed apart."""
+    torch = s.peers.torch
+    for form, comp in (("tc alloc", P.torch_compiled(torch, expr)),
+                       ("tc out=", P.torch_compiled(torch, expr, out=True))):
+        args = targs if form == "tc alloc" else targs + (out_t,)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            comp(*args)
+        first[form] = time.perf_counter() - t0
+
+        def call(comp=comp, args=args):
+            with torch.no_grad():
+                return comp(*args)
+        fns[form] = call
+
+
+def check(fns, ref, rtol, label):
+    err = {}
+    scale = np.abs(ref) + 1e-6 if rtol else np.abs(ref).max()
+    for k, fn in fns.items():
+        r = fn()
+        r = r.numpy() if hasattr(r, "numpy") else np.asarray(r)
+        err[k] = float(np.nanmax(np.abs(r - ref) / scale))
+        assert err[k] < 2e-3, f"{label} {k}: error {err[k]}"
+    return err
+
+
+def report(s, label, fns, first, ref, rtol=True):
+    err = check(fns, ref, rtol, label)
+    st = s.time(fns)
+    t = {k: v.median for k, v in st.items()}
+
+    def r(peer, dyn):
+        return f"{t[peer] / t[dyn]:.2f}" if peer in t and dyn in t else "-"
+    tc_first = "/".join(fmt_time(first[k]) for k in ("tc out=", "tc alloc") if k in first)
+    s.print(f"{label[:60]:60s}" + "".join(f" {fmt_time(t.get(i)):>11s}" for i in IMPLS) +
+            f" {r('tc out=', 'dyn out='):>10s} {r('tc alloc', 'dyn alloc'):>10s}"
+            f" {r('eager alloc', 'dyn alloc'):>10s} {r('numpy alloc', 'dyn alloc'):>10s}"
+            f"  {tc_first or '-':>13s}  {verdict(t)}")
+    return {"case": label, "target": verdict(t), "stats": {k: v.as_dict() for k, v in st.items()},
+            "first_call_s": first, "max_err": err}
+
+
+def verdict(t):
+    """The issue's targets: <= 1.0x torch.compile with both out=, ahead of it when both
+    allocate; ahead of PyTorch eager where no compiled peer ran (the conv-led chain)."""
+    out = []
+    if "tc out=" in t:
+        out.append(f"out= <= tc: {'met' if t['dyn out='] <= t['tc out='] else 'MISSED'}")
+    if "tc alloc" in t:
+        out.append(f"alloc < tc: {'met' if t['dyn alloc'] < t['tc alloc'] else 'MISSED'}")
+    if not out and "eager alloc" in t:
+        out.append(f"< eager: {'met' if t['dyn alloc'] < t['eager alloc'] else 'MISSED'}")
+    return ", ".join(out) or "-"
+
+
+def header_line(s):
+    s.print(f"{'case':60s}" + "".join(f" {i:>11s}" for i in IMPLS) +
+            f" {'tc/dyn out':>10s} {'tc/dyn all':>10s} {'eag/dyn al':>10s} {'np/dyn al':>10s}"
+            f"  {'tc 1st call':>13s}  target")
+
+
+def elementwise(s, n, compile_chains):
+    torch = s.peers.torch
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n // 1000, 1000)).astype(np.float32)
+    b = rng.standard_normal(1000).astype(np.float32)
+    out = np.empty_like(x)
+    tx, tb = (torch.from_numpy(x), torch.from_numpy(b)) if torch else (None, None)
+    to = torch.from_numpy(np.empty_like(x)) if torch else None
+    rows = []
+    for i, (name, steps, np_fn, th_fn) in enumerate(chains(torch)):
+        f = dynshape.fuse(steps)
+        fns = {"dyn out=": lambda f=f: f(x, bias=b, out=out),
+               "dyn alloc": lambda f=f: f(x, bias=b)}
+        first = {}
+        if torch:
+            fns["eager alloc"] = lambda th_fn=th_fn: th_fn(tx, tb)
+            if s.peers.compile_enabled and i < compile_chains:
+                add_compiled(s, fns, first, th_fn, (tx, tb), to)
+        fns["numpy alloc"] = lambda np_fn=np_fn: np_fn(x, b)
+        rows.append(report(s, f"{name} on {x.shape}", fns, first,
+                           np_fn(x.astype(np.float64), b)))
+    return rows
+
+
+def matmul_case(s, m, k, n, compile_too=True):
+    """matmul + bias + gelu: fused (the GEMM epilogue runs the steps) vs the peers."""
+    torch = s.peers.torch
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = (rng.standard_normal((k, n)) / 32).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    out = np.empty((m, n), np.float32)
+    f = dynshape.fuse(["matmul", ("add", "bias"), "gelu"])
+    fns = {"dyn out=": lambda: f(a, b, bias=bias, out=out), "dyn alloc": lambda: f(a, b, bias=bias)}
+    first = {}
+    if torch:
+        F = s.peers.F
+        ta, tb, tbias = (torch.from_numpy(v) for v in (a, b, bias))
+
+        def expr(x, y, z):
+            return F.gelu(torch.matmul(x, y) + z)
+
+        def eager():
+            with torch.no_grad():
+                return expr(ta, tb, tbias)
+        fns["eager alloc"] = eager
+        if s.peers.compile_enabled and compile_too:
+            add_compiled(s, fns, first, expr, (ta, tb, tbias),
+                         torch.from_numpy(np.empty((m, n), np.float32)))
+
+    def numpy_unfused():
+        v = a @ b
+        v += bias
+        return 0.5 * v * (1 + np_erf(v / np.sqrt(np.float32(2))))
+    fns["numpy alloc"] = numpy_unfused
+    v = a.astype(np.float64) @ b + bias
+    ref = 0.5 * v * (1 + np_erf(v / np.sqrt(2)))
+    return report(s, f"matmul+bias+gelu {m}x{k}@{k}x{n}", fns, first, ref, rtol=False)
+
+
+def conv_case(s, c, h, w):
+    """conv2d(c -> c, 3x3, pad 1) -> relu -> abs -> exp: fused vs unfused vs eager."""
+    torch = s.peers.torch
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((1, 64, 57, 61)).astype(np.float32)
-    w = (rng.standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)
-    tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+    x = rng.standard_normal((1, c, h, w)).astype(np.float32)
+    wt = (rng.standard_normal((c, c, 3, 3)) / (3 * c ** 0.5)).astype(np.float32)
     f = dynshape.fuse([("conv2d", {"pads": (1, 1, 1, 1)}), "relu", "abs", "exp"])
-    out = np.empty((1, 64, 57, 61), np.float32)
+    out = np.empty((1, c, h, w), np.float32)
 
     def unfused():
-        v = dynshape.run("conv2d", x, w, pads=1)
+        v = dynshape.run("conv2d", x, wt, pads=1)
         for op in ("relu", "abs", "exp"):
             v = dynshape.run(op, v)
         return v
+    fns = {"dyn out=": lambda: f(x, wt, out=out), "dyn alloc": lambda: f(x, wt),
+           "dyn unfused": unfused}
+    if torch:
+        F, tx, tw = s.peers.F, torch.from_numpy(x), torch.from_numpy(wt)
 
-    def eager():
-        with torch.no_grad():
-            return torch.exp(torch.abs(torch.relu(F.conv2d(tx, tw, padding=1))))
+        def eager():
+            with torch.no_grad():
+                return torch.exp(torch.abs(torch.relu(F.conv2d(tx, tw, padding=1))))
+        fns["eager alloc"] = eager
+    ref = unfused().astype(np.float64)
+    row = report(s, f"conv{c}->{c} 3x3 p1 {h}x{w} ->relu->abs->exp", fns, {}, ref)
+    st = row["stats"]
+    s.print(f"  conv-led chain: dynshape unfused (run() per op, allocating) / fused allocating = "
+            f"{st['dyn unfused']['median'] / st['dyn alloc']['median']:.2f}")
+    return row
 
-    f(x, w, out=out)
-    err = float(np.max(np.abs(out - eager().numpy()) / np.abs(eager().numpy())))
-    assert np.array_equal(out, unfused())
-    t_ds = median_time(lambda: f(x, w, out=out), repeat)
-    t_un = median_time(unfused, repeat)
-    t_th = median_time(eager, repeat)
-    print(f"\nconv-led chain: conv2d 64->64 3x3 pad 1 on (1, 64, 57, 61) float32 -> relu -> "
-          f"abs -> exp; median of {repeat}")
-    print(f"  dynshape fused {t_ds * 1e3:8.2f}ms   dynshape unfused {t_un * 1e3:8.2f}ms   "
-          f"PyTorch eager {t_th * 1e3:8.2f}ms")
-    print(f"  unfused/fused {t_un / t_ds:5.2f}   eager/fused {t_th / t_ds:5.2f}   "
-          f"(max rel err vs PyTorch {err:.1e})")
+
+def main(argv=None):
+    ap = session.options(__doc__, "fuse.json")
+    ap.add_argument("--elements", type=float, default=3e7)
+    args = ap.parse_args(argv)
+    s = session.Session("dynshape fused sequences, float32", args)
+    s.start(families=["fused", "matmul", "conv", "unary"], dtypes=["float32"])
+    s.print("median times; ratios = peer time / dynshape time in the same form (> 1: "
+            "dynshape faster); tc = torch.compile(dynamic=True), its first call apart")
+    header_line(s)
+    n = int(3e4 if s.quick else args.elements)
+    rows = elementwise(s, n, compile_chains=1 if s.quick else 3)   # quick: one compile
+    rows.append(matmul_case(s, *((24, 40, 56) if s.quick else (512, 1024, 1024)),
+                            compile_too=not s.quick))
+    rows.append(conv_case(s, *((8, 13, 15) if s.quick else (64, 57, 61))))
+    s.finish({"cases": rows}, {"elements": n})
 
 
 if __name__ == "__main__":

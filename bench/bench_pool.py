@@ -1,39 +1,36 @@
-"""Pooling: dynshape vs PyTorch (CPU, 2 threads) vs a NumPy shifted-slice baseline.
+"""Pooling: dynshape vs PyTorch (CPU), ONNX Runtime and a NumPy shifted-slice baseline.
 
-    python -m bench.bench_pool [--quick] [--json PATH]
+    python -m bench.bench_pool [--quick] [--json PATH] [--no-torch] [--no-ort]
 
 float32 NCHW, 3x3 windows with stride 2, pad 1 and pad 0, max and avg (count_include_pad
 False), on (1, 64, 113, 115) and a batch-8 case (8, 64, 57, 59). Every result is checked
-against the NumPy baseline before it is timed. dynshape is timed writing into a preallocated
-``out=`` and allocating its result; PyTorch allocates (``max_pool2d``/``avg_pool2d`` take no
-``out=``). NumPy pads a copy of the input (``-inf`` or 0) and reduces the nine shifted
-strided slices in place, on one thread. GB/s counts the input read once and the output
-written once. Times are medians (bench/timing.py); results go to bench/results/pool.json.
+against the NumPy baseline before it is timed. Forms: dynshape ``out=`` and allocating;
+ONNX Runtime ``out=`` (IOBinding) and allocating; PyTorch allocating only
+(``max_pool2d``/``avg_pool2d`` take no ``out=``); NumPy pads a copy of the input and
+reduces the nine shifted strided slices in place, on one thread (allocating). GB/s counts
+the input read once and the output written once. Ratios compare like with like.
 """
 import os
 import sys
 
-os.environ.setdefault("NUMBA_NUM_THREADS", "2")
-if "--no-bind" not in sys.argv:
-    os.environ.setdefault("OMP_PROC_BIND", "true")
-    os.environ.setdefault("OMP_PLACES", "cores")
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.harness import environment  # noqa: E402
 
-import argparse  # noqa: E402
-import json  # noqa: E402
+if __name__ == "__main__":
+    environment.prepare(bind=environment.wants_bind())
 
 import numpy as np  # noqa: E402
 
-if __package__ in (None, ""):
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from bench.timing import fmt_time, measure  # noqa: E402
-else:
-    from .timing import fmt_time, measure  # noqa: E402
-
 import dynshape  # noqa: E402
+from bench.harness import peers as P  # noqa: E402
+from bench.harness import session  # noqa: E402
+from bench.harness.timing import fmt_time  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = ((1, 64, 113, 115), (8, 64, 57, 59))
+QUICK_SHAPES = ((1, 8, 17, 19),)
 K, S = 3, 2
+IMPLS = ("dyn out=", "dyn alloc", "ORT out=", "ORT alloc", "torch alloc", "numpy alloc")
 
 
 def np_pool(x, op, pad):
@@ -63,65 +60,70 @@ def np_pool(x, op, pad):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="short time budget per timing")
-    ap.add_argument("--json", default=os.path.join(HERE, "results", "pool.json"))
-    ap.add_argument("--no-bind", action="store_true", help="do not bind OpenMP threads")
-    args = ap.parse_args()
-    budget = 0.1 if args.quick else 0.5
-    try:
-        import torch
-        import torch.nn.functional as F
-        torch.set_num_threads(2)
-    except ImportError:
-        torch = None
-    dynshape.warm(["pool"], ["float32"])
+def impls(peers, x, op, pad, res):
+    name = f"{op}_pool2d"
+    attrs = dict(kernel_shape=(K, K), strides=(S, S), pads=(pad,) * 4)
+    out = [np.empty_like(res) for _ in range(2)]
+    fns = {"dyn out=": lambda: dynshape.run(name, x, out=out[0], **attrs),
+           "dyn alloc": lambda: dynshape.run(name, x, **attrs)}
+    if peers.ort:
+        node = peers.onnx.helper.make_node("MaxPool" if op == "max" else "AveragePool",
+                                           ["x"], ["y"], kernel_shape=[K, K], strides=[S, S],
+                                           pads=[pad] * 4)
+        sess = P.ort_session(peers, [node], [("x", x.shape)], [("y", res.shape)])
+        fns["ORT out="] = P.ort_out(sess, {"x": x}, out[1])
+        fns["ORT alloc"] = P.ort_alloc(sess, {"x": x})
+    if peers.torch:
+        F, tx = peers.F, peers.torch.from_numpy(x)
+        if op == "max":
+            fns["torch alloc"] = lambda: F.max_pool2d(tx, K, S, pad)
+        else:
+            fns["torch alloc"] = lambda: F.avg_pool2d(tx, K, S, pad, count_include_pad=False)
+    fns["numpy alloc"] = lambda: np_pool(x, op, pad)
+    return fns
+
+
+def verdict(t):
+    """The issue's target: ahead of PyTorch, allocating against allocating."""
+    if "torch alloc" not in t:
+        return "-"
+    return f"ahead of torch: {'met' if t['dyn alloc'] < t['torch alloc'] else 'MISSED'}"
+
+
+def main(argv=None):
+    args = session.options(__doc__, "pool.json").parse_args(argv)
+    s = session.Session("dynshape pooling, float32", args)
+    peers = s.start(families=["pool"], dtypes=["float32"])
     dynshape.set_policy("optimized")
     rng = np.random.default_rng(0)
     rows = []
-    print(f"{'case':44s} {'dyn out=':>9s} {'dyn alloc':>9s} {'torch':>9s} {'numpy':>9s}"
-          f" {'GB/s dyn':>9s} {'torch/dyn':>9s} {'numpy/dyn':>9s}")
-    for shape in SHAPES:
+    s.print(f"{'case':44s}" + "".join(f" {i:>11s}" for i in IMPLS) +
+            f" {'GB/s dyn':>9s} {'ORT/dyn out=':>12s} {'torch/dyn alloc':>15s}  target")
+    for shape in (QUICK_SHAPES if s.quick else SHAPES):
         x = rng.standard_normal(shape).astype(np.float32)
-        tx = torch.from_numpy(x) if torch is not None else None
         for op in ("max", "avg"):
             for pad in (1, 0):
-                name = f"{op}_pool2d"
-                attrs = dict(kernel_shape=(K, K), strides=(S, S), pads=(pad,) * 4)
                 ref = np_pool(x, op, pad)
-                res = dynshape.run(name, x, **attrs)
-                np.testing.assert_allclose(res, ref, rtol=1e-5, atol=1e-5)
-                out = np.empty_like(res)
-                t_out = measure(lambda: dynshape.run(name, x, out=out, **attrs), budget).median
-                t_alloc = measure(lambda: dynshape.run(name, x, **attrs), budget).median
-                t_np = measure(lambda: np_pool(x, op, pad), budget).median
-                t_torch = None
-                if torch is not None:
-                    if op == "max":
-                        def tfn():
-                            return F.max_pool2d(tx, K, S, pad)
-                    else:
-                        def tfn():
-                            return F.avg_pool2d(tx, K, S, pad, count_include_pad=False)
-                    np.testing.assert_allclose(tfn().numpy(), ref, rtol=1e-5, atol=1e-5)
-                    t_torch = measure(tfn, budget).median
-                nbytes = x.nbytes + res.nbytes
-                label = f"{name} 3x3/2 pad {pad} {shape}"
-                row = {"case": label, "ds_out": t_out, "ds_alloc": t_alloc, "numpy": t_np,
-                       "torch": t_torch, "gbps_ds_out": nbytes / t_out / 1e9,
-                       "torch_over_ds_alloc": t_torch / t_alloc if t_torch else None,
-                       "numpy_over_ds_out": t_np / t_out}
-                rows.append(row)
-                tr = f"{row['torch_over_ds_alloc']:9.2f}" if t_torch else f"{'-':>9s}"
-                print(f"{label:44s} {fmt_time(t_out):>9s} {fmt_time(t_alloc):>9s} "
-                      f"{fmt_time(t_torch):>9s} {fmt_time(t_np):>9s} "
-                      f"{row['gbps_ds_out']:9.1f} {tr} {row['numpy_over_ds_out']:9.2f}")
-    print("torch/dyn compares allocating calls (torch has no out=); > 1 means dynshape is "
-          "faster")
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump({"threads": 2, "dtype": "float32", "rows": rows}, f, indent=1)
+                fns = impls(peers, x, op, pad, ref)
+                for k, fn in fns.items():
+                    r = fn()
+                    r = r.numpy() if hasattr(r, "numpy") else r
+                    np.testing.assert_allclose(r, ref, rtol=1e-5, atol=1e-5, err_msg=k)
+                st = s.time(fns)
+                t = {k: v.median for k, v in st.items()}
+                label = f"{op}_pool2d 3x3/2 pad {pad} {shape}"
+                gbps = (x.nbytes + ref.nbytes) / t["dyn out="] / 1e9
+
+                def ratio(peer, dyn):
+                    return f"{t[peer] / t[dyn]:.2f}" if peer in t else "-"
+                s.print(f"{label:44s}" + "".join(f" {fmt_time(t.get(i)):>11s}" for i in IMPLS)
+                        + f" {gbps:9.1f} {ratio('ORT out=', 'dyn out='):>12s}"
+                        f" {ratio('torch alloc', 'dyn alloc'):>15s}  {verdict(t)}")
+                rows.append({"case": label, "target": verdict(t), "stats": {k: v.as_dict() for k, v in st.items()},
+                             "gbps_dyn_out": gbps})
+    s.print("ratios are peer time / dynshape time in the same form (> 1: dynshape faster); "
+            "torch has no out= for pooling")
+    s.finish({"rows": rows})
 
 
 if __name__ == "__main__":

@@ -1,106 +1,132 @@
-"""Reductions and row-wise ops: dynshape vs NumPy vs PyTorch (2 threads), one table.
+"""Reductions and row-wise ops: dynshape vs NumPy, PyTorch and ONNX Runtime, one table.
 
-    python bench/bench_rowwise_reduce.py [--repeat N]
+    python -m bench.bench_rowwise_reduce [--quick] [--json PATH] [--no-torch] [--no-ort]
 
-Times are the best of N runs after a warm-up (kernels loaded, tables cached). dynshape and
-torch are given preallocated outputs where they accept them (``out=``), and also timed
-allocating their results. NumPy runs single-threaded (its ufunc reductions do), dynshape and
-torch use 2 threads.
+Forms: dynshape, PyTorch and ONNX Runtime with ``out=`` (IOBinding for ORT) where they have
+it and allocating; NumPy allocating (its softmax and layer_norm are compositions; NumPy's
+reductions run on one thread). Times are medians of alternating blocks after a verification
+call; ratios compare like with like (peer / dynshape, > 1: dynshape faster).
 """
-import argparse
 import os
-import time
+import sys
 
-import numpy as np
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.harness import environment  # noqa: E402
 
+if __name__ == "__main__":
+    environment.prepare(bind=environment.wants_bind())
 
-def best(fn, repeat):
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return min(ts)
+import numpy as np  # noqa: E402
+
+import dynshape  # noqa: E402
+from bench.harness import peers as P  # noqa: E402
+from bench.harness import session  # noqa: E402
+from bench.harness.timing import fmt_time  # noqa: E402
+
+EPS = 1e-5
+IMPLS = ("dyn out=", "dyn alloc", "torch out=", "torch alloc", "ORT out=", "ORT alloc",
+         "numpy alloc")
 
 
 def np_softmax(x):
-    m = x.max(axis=-1, keepdims=True)
-    e = np.exp(x - m)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
     e /= e.sum(axis=-1, keepdims=True)
     return e
 
 
-def np_layer_norm(x, w, b, eps=1e-5):
+def np_layer_norm(x, w, b):
     mu = x.mean(axis=-1, keepdims=True)
     d = x - mu
     var = (d * d).mean(axis=-1, keepdims=True)
-    return d / np.sqrt(var + eps) * w + b
+    return d / np.sqrt(var + EPS) * w + b
 
 
-def cases():
+def cases(quick):
     rng = np.random.default_rng(0)
-    big = rng.standard_normal((64, 513, 1027)).astype(np.float32)
-    logits = rng.standard_normal((77, 30522)).astype(np.float32)
-    h = rng.standard_normal((4096, 768)).astype(np.float32)
-    w = rng.standard_normal(768).astype(np.float32)
-    b = rng.standard_normal(768).astype(np.float32)
+    big = rng.standard_normal((4, 33, 67) if quick else (64, 513, 1027)).astype(np.float32)
+    logits = rng.standard_normal((7, 143) if quick else (77, 30522)).astype(np.float32)
+    h = rng.standard_normal((9, 96) if quick else (4096, 768)).astype(np.float32)
+    w = rng.standard_normal(h.shape[1]).astype(np.float32)
+    b = rng.standard_normal(h.shape[1]).astype(np.float32)
+    # label, op, arrays, attrs, numpy, torch (name, kwargs, has out=), ORT node (op, attrs,
+    # extra int64 inputs)
     return [
-        ("sum last axis (64,513,1027) f32", "sum", (big,), {"axis": -1},
-         lambda: big.sum(axis=-1), ("sum", (big,), {"dim": -1})),
-        ("sum middle axis (64,513,1027) f32", "sum", (big,), {"axis": 1},
-         lambda: big.sum(axis=1), ("sum", (big,), {"dim": 1})),
-        ("max middle axis (64,513,1027) f32", "max", (big,), {"axis": 1},
-         lambda: big.max(axis=1), ("amax", (big,), {"dim": 1})),
-        ("softmax rows (77,30522) f32", "softmax", (logits,), {"axis": -1},
-         lambda: np_softmax(logits), ("softmax", (logits,), {"dim": -1})),
-        ("layer_norm (4096,768) f32", "layer_norm", (h, w, b), {"axis": -1},
-         lambda: np_layer_norm(h, w, b), ("layer_norm", (h, w, b), {})),
+        (f"sum last axis {big.shape}", "sum", (big,), {"axis": -1}, lambda: big.sum(axis=-1),
+         ("sum", {"dim": -1}, True), ("ReduceSum", {"keepdims": 0}, [-1])),
+        (f"sum middle axis {big.shape}", "sum", (big,), {"axis": 1}, lambda: big.sum(axis=1),
+         ("sum", {"dim": 1}, True), ("ReduceSum", {"keepdims": 0}, [1])),
+        (f"max middle axis {big.shape}", "max", (big,), {"axis": 1}, lambda: big.max(axis=1),
+         ("amax", {"dim": 1}, True), ("ReduceMax", {"keepdims": 0}, [1])),
+        (f"softmax rows {logits.shape}", "softmax", (logits,), {"axis": -1},
+         lambda: np_softmax(logits), ("softmax", {"dim": -1}, True),
+         ("Softmax", {"axis": -1}, None)),
+        (f"layer_norm {h.shape}", "layer_norm", (h, w, b), {"axis": -1, "epsilon": EPS},
+         lambda: np_layer_norm(h, w, b), ("layer_norm", {}, False),
+         ("LayerNormalization", {"axis": -1, "epsilon": EPS}, None)),
     ]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=10)
-    args = ap.parse_args()
-    os.environ.setdefault("NUMBA_NUM_THREADS", "2")
-    import dynshape
-    try:
-        import torch
-        torch.set_num_threads(2)
-    except ImportError:
-        torch = None
+def impls(peers, op, arrays, attrs, np_fn, th, onnx_node, ref):
+    outs = [np.empty_like(ref) for _ in range(3)]
+    fns = {"dyn out=": lambda: dynshape.run(op, *arrays, out=outs[0], **attrs),
+           "dyn alloc": lambda: dynshape.run(op, *arrays, **attrs)}
+    if peers.torch:
+        torch = peers.torch
+        tt = [torch.from_numpy(a) for a in arrays]
+        name, kw, has_out = th
+        if name == "layer_norm":
+            fns["torch alloc"] = lambda: peers.F.layer_norm(tt[0], (tt[0].shape[-1],), tt[1],
+                                                            tt[2], EPS)
+        else:
+            f = getattr(torch, name)
+            fns["torch alloc"] = lambda: f(tt[0], **kw)
+            if has_out:
+                to = torch.from_numpy(outs[1])
+                fns["torch out="] = lambda: f(tt[0], **kw, out=to)
+    if peers.ort:
+        h, tp = peers.onnx.helper, peers.onnx.TensorProto
+        kind, nattrs, axes = onnx_node
+        names = ["x", "w", "b"][:len(arrays)]
+        ins, inits = list(names), []
+        if axes is not None:
+            ins.append("axes")
+            inits.append(h.make_tensor("axes", tp.INT64, [len(axes)], axes))
+        sess = P.ort_session(peers, [h.make_node(kind, ins, ["y"], **nattrs)],
+                             [(n, a.shape) for n, a in zip(names, arrays)],
+                             [("y", ref.shape)], inits, opset=18)
+        feeds = dict(zip(names, arrays))
+        fns["ORT out="] = P.ort_out(sess, feeds, outs[2])
+        fns["ORT alloc"] = P.ort_alloc(sess, feeds)
+    fns["numpy alloc"] = np_fn
+    return fns
 
+
+def main(argv=None):
+    args = session.options(__doc__, "rowwise_reduce.json").parse_args(argv)
+    s = session.Session("dynshape reductions and row-wise ops, float32", args)
+    peers = s.start(families=["reduce", "rowwise"], dtypes=["float32"])
     dynshape.set_policy("optimized")
     rows = []
-    for label, op, arrays, attrs, np_fn, (top, targs, tkw) in cases():
-        res = dynshape.run(op, *arrays, **attrs)
-        out = np.empty_like(res)
-        t_ds = best(lambda: dynshape.run(op, *arrays, out=out, **attrs), args.repeat)
-        t_ds_alloc = best(lambda: dynshape.run(op, *arrays, **attrs), args.repeat)
-        t_np = best(np_fn, args.repeat)
-        t_th = t_th_out = float("nan")
-        if torch is not None:
-            tt = [torch.from_numpy(a) for a in targs]
-            if top == "layer_norm":
-                def f():
-                    return torch.nn.functional.layer_norm(tt[0], (tt[0].shape[-1],), tt[1], tt[2])
-                t_th = best(f, args.repeat)
-            else:
-                fn = getattr(torch, top)
-                t_th = best(lambda: fn(tt[0], **tkw), args.repeat)
-                tout = torch.from_numpy(out) if top != "amax" else None
-                if top in ("sum", "amax"):
-                    t_th_out = best(lambda: fn(tt[0], **tkw, out=tout if tout is not None
-                                               else torch.empty(out.shape)), args.repeat)
-        rows.append((label, t_ds, t_ds_alloc, t_np, t_th, t_th_out))
+    s.print(f"{'case':34s}" + "".join(f" {i:>11s}" for i in IMPLS) +
+            f" {'torch/dyn out=':>14s} {'torch/dyn alloc':>15s} {'ORT/dyn out=':>12s}")
+    for label, op, arrays, attrs, np_fn, th, onnx_node in cases(s.quick):
+        ref = np.asarray(np_fn())
+        fns = impls(peers, op, arrays, attrs, np_fn, th, onnx_node, ref)
+        for k, fn in fns.items():
+            r = fn()
+            r = r.numpy() if hasattr(r, "numpy") else np.asarray(r)
+            np.testing.assert_allclose(r, ref, rtol=1e-4, atol=1e-4, err_msg=f"{label} {k}")
+        stats = s.time(fns)
+        t = {k: v.median for k, v in stats.items()}
 
-    print(f"{'case':38s} {'dynshape out=':>14s} {'dynshape':>10s} {'numpy':>10s} "
-          f"{'torch':>10s} {'torch out=':>11s} {'vs torch':>9s}")
-    for label, a, b, c, d, e in rows:
-        ref = np.nanmin([d, e])
-        print(f"{label:38s} {a * 1e3:12.3f}ms {b * 1e3:8.3f}ms {c * 1e3:8.3f}ms "
-              f"{d * 1e3:8.3f}ms {e * 1e3:9.3f}ms {ref / a:8.2f}x")
+        def ratio(peer, dyn):
+            return f"{t[peer] / t[dyn]:.2f}" if peer in t else "-"
+        s.print(f"{label:34s}" + "".join(f" {fmt_time(t.get(i)):>11s}" for i in IMPLS) +
+                f" {ratio('torch out=', 'dyn out='):>14s} {ratio('torch alloc', 'dyn alloc'):>15s}"
+                f" {ratio('ORT out=', 'dyn out='):>12s}")
+        rows.append({"case": label, "stats": {k: v.as_dict() for k, v in stats.items()}})
+    s.finish({"cases": rows})
 
 
 if __name__ == "__main__":

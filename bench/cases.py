@@ -1,20 +1,20 @@
 """The op cases of the core benchmark: shapes, the peers' formulations (NumPy, PyTorch, ONNX
-Runtime), float64 references and tolerances, and one builder per case.
+Runtime; NumPy's and the references are in core_numpy.py), and one builder per case.
 
 A builder returns a :class:`Built`: for one size, callables returning each implementation's
-result (dynshape ``out=`` and allocating, NumPy, torch ``out=`` and allocating, ORT), the
+result (dynshape, NumPy, torch and ORT, each ``out=`` and allocating), the
 reference they are verified against, and the bytes an ideal kernel moves. PyTorch and ONNX
 Runtime are optional (``torch`` / ``ort`` are None when absent or disabled).
 """
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 import dynshape
+from bench.core_numpy import (EPS, REF_UNARY, TOL, np_gelu, np_layer_norm, np_sigmoid,
+                               np_softmax, ref_layer_norm, ref_softmax)
+from bench.harness import peers as harness_peers
 
-THREADS = 2
-EPS = 1e-5
 
 # odd shapes at ~1e3, ~1e6 and ~3e7 elements (1000003, 517x1531 and 3x255x257 scaled to size)
 SIZES = ("small", "medium", "large")
@@ -24,149 +24,34 @@ S3 = {"small": (3, 17, 19), "medium": (15, 255, 257), "large": (457, 255, 257)}
 SOFTMAX = {"small": (7, 143), "medium": (77, 30522), "large": (983, 30522)}
 LAYER_NORM = {"small": (3, 333), "medium": (4096, 768), "large": (39063, 768)}
 
-# ---- optional peers -------------------------------------------------------------------------
-try:
-    import torch
-    import torch.nn.functional as F
-except Exception:                                                    # pragma: no cover
-    torch = None
-try:
-    import onnx  # noqa: F401  (its version goes into the report)
-    import onnxruntime as ort
-    from onnx import TensorProto, helper
-except Exception:                                                    # pragma: no cover
-    ort = None
+# ---- optional peers (set by use(); None when absent or disabled) -------------------------
+torch = F = ort = helper = TensorProto = None
+_peers = None
 
 
-def ort_session(nodes, inputs, outputs, inits=(), opset=20, domains=()):
-    """A session for a tiny ONNX graph; inputs/outputs: [(name, shape)], float32."""
-    graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in inputs],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in outputs],
-        initializer=list(inits))
-    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
-    model = helper.make_model(graph, opset_imports=opsets)
-    model.ir_version = 10
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = THREADS
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+def use(peers):
+    """Take the peers loaded by the harness (bench.harness.peers.load)."""
+    global torch, F, ort, helper, TensorProto, _peers
+    _peers = peers
+    torch, ort = peers.torch, peers.ort
+    F = peers.F
+    if ort:
+        helper, TensorProto = peers.onnx.helper, peers.onnx.TensorProto
 
 
-def ort_bound(sess, feeds, out):
-    """run_with_iobinding on caller-owned buffers: ORT's best case (no allocation, no copies)."""
-    io = sess.io_binding()
-    for name, arr in feeds.items():
-        io.bind_cpu_input(name, np.ascontiguousarray(arr))
-    io.bind_output(sess.get_outputs()[0].name, "cpu", 0, out.dtype, list(out.shape),
-                   out.ctypes.data)
-    run = sess.run_with_iobinding
-
-    def call():
-        run(io)
-        return out
-    return call
+def ort_session(nodes, inputs, outputs, inits=(), opset=20):
+    return harness_peers.ort_session(_peers, nodes, inputs, outputs, inits, opset)
 
 
-# ---- NumPy formulations (the peers, with out= and preallocated scratch where NumPy allows) ---
-_AS = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429, 0.3275911)
-
-
-def np_erf(z, out, t):
-    """Abramowitz-Stegun 7.1.26 erf (|error| < 1.5e-7), in place; NumPy has no erf ufunc."""
-    a1, a2, a3, a4, a5, p = _AS
-    np.abs(z, out=t)
-    np.multiply(t, p, out=out)
-    out += 1
-    np.reciprocal(out, out=out)                       # out = 1 / (1 + p|z|)
-    poly = t                                          # reuse t for the polynomial
-    np.multiply(out, a5, out=poly)
-    for a in (a4, a3, a2, a1):
-        poly += a
-        poly *= out                                   # Horner: poly = t*(a1 + t*(...))
-    np.square(z, out=out)
-    np.negative(out, out=out)
-    np.exp(out, out=out)
-    out *= poly
-    np.subtract(1, out, out=out)                      # erf(|z|)
-    np.copysign(out, z, out=out)
-    return out
-
-
-def np_gelu(x, o, scratch):
-    np.multiply(x, 1 / math.sqrt(2), out=scratch[0])
-    np_erf(scratch[0], o, scratch[1])
-    o += 1
-    o *= x
-    o *= 0.5
-    return o
-
-
-def np_sigmoid(x, o):
-    np.negative(x, out=o)
-    np.exp(o, out=o)
-    o += 1
-    np.reciprocal(o, out=o)
-    return o
-
-
-def np_softmax(x, o, m, s):
-    np.max(x, axis=1, keepdims=True, out=m)
-    np.subtract(x, m, out=o)
-    np.exp(o, out=o)
-    np.sum(o, axis=1, keepdims=True, out=s)
-    o /= s
-    return o
-
-
-def np_layer_norm(x, w, b, o, mu, var, tmp):
-    np.mean(x, axis=1, keepdims=True, out=mu)
-    np.subtract(x, mu, out=o)
-    np.multiply(o, o, out=tmp)
-    np.mean(tmp, axis=1, keepdims=True, out=var)
-    var += EPS
-    np.sqrt(var, out=var)
-    o /= var
-    o *= w
-    o += b
-    return o
-
-
-# float64 references
-def ref_gelu(x):
-    x = x.astype(np.float64)
-    z = x / math.sqrt(2)
-    return 0.5 * x * (1 + np_erf(z, np.empty_like(z), np.empty_like(z)))
-
-
-def ref_softmax(x):
-    x = x.astype(np.float64)
-    e = np.exp(x - x.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def ref_layer_norm(x, w, b):
-    x = x.astype(np.float64)
-    mu = x.mean(axis=1, keepdims=True)
-    var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
-    return (x - mu) / np.sqrt(var + EPS) * w + b
-
-
-REF_UNARY = {
-    "relu": lambda x: np.maximum(x.astype(np.float64), 0),
-    "exp": lambda x: np.exp(x.astype(np.float64)),
-    "tanh": lambda x: np.tanh(x.astype(np.float64)),
-    "sigmoid": lambda x: 1 / (1 + np.exp(-x.astype(np.float64))),
-    "gelu": ref_gelu,
-}
-# (rtol, atol) for float32 results against float64 references
-TOL = {"relu": (0, 0), "add": (1e-6, 0), "mul": (1e-6, 0), "copy": (0, 0),
-       "exp": (2e-5, 1e-6), "tanh": (2e-5, 1e-6), "sigmoid": (2e-5, 1e-6),
-       "gelu": (2e-5, 5e-6), "sum": (1e-4, 1e-4), "softmax": (1e-4, 1e-9),
-       "layer_norm": (1e-4, 1e-4)}
+def _add_ort(impls, notes, make_session, feeds, out):
+    """ONNX Runtime in both forms from one session: ``ort`` (IOBinding into ``out``) and
+    ``ort_alloc`` (sess.run); a session that cannot be built is a note, not fatal."""
+    try:
+        sess = make_session()
+        impls["ort"] = harness_peers.ort_out(sess, feeds, out)
+        impls["ort_alloc"] = harness_peers.ort_alloc(sess, feeds)
+    except Exception as exc:
+        notes["ort"] = f"n/a ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})"
 
 
 # ---- cases ----------------------------------------------------------------------------------
@@ -197,14 +82,6 @@ def _t(a):
     return torch.from_numpy(a)
 
 
-def _add_peer(impls, notes, name, make):
-    """Add a peer implementation; a peer that cannot be built is recorded, not fatal."""
-    try:
-        impls[name] = make()
-    except Exception as exc:
-        notes[name] = f"n/a ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})"
-
-
 def unary_case(op, shapes):
     np_fns = {"relu": lambda x, o, s: np.maximum(x, 0, out=o),
               "exp": lambda x, o, s: np.exp(x, out=o),
@@ -229,14 +106,16 @@ def unary_case(op, shapes):
         impls["ds_out"] = lambda: dynshape.run(op, x, out=o[0])
         impls["ds_alloc"] = lambda: dynshape.run(op, x)
         impls["numpy"] = lambda: np_fns[op](x, o[1], scratch)
+        impls["numpy_alloc"] = lambda: np_fns[op](
+            x, np.empty_like(x), [np.empty_like(x), np.empty_like(x)] if op == "gelu" else None)
         if torch:
             tx, to = _t(x), _t(o[2])
             impls["torch_out"] = lambda: t_out[op](tx, to)
             impls["torch_alloc"] = lambda: t_alloc[op](tx)
         if ort:
-            _add_peer(impls, notes, "ort", lambda: ort_bound(ort_session(
+            _add_ort(impls, notes, lambda: ort_session(
                 [helper.make_node(onnx_op, ["x"], ["y"])], [("x", shape)], [("y", shape)]),
-                {"x": x}, o[3]))
+                     {"x": x}, o[3])
         return Built(str(shape), REF_UNARY[op](x), TOL[op], 2 * x.nbytes, impls, notes,
                      [x, o, scratch])
     return Case(f"unary {op}", "elementwise", op, shapes, build)
@@ -255,15 +134,17 @@ def binary_case(op, shapes):
         impls["ds_out"] = lambda: dynshape.run(op, a, b, out=o[0])
         impls["ds_alloc"] = lambda: dynshape.run(op, a, b)
         impls["numpy"] = lambda: np_f(a, b, out=o[1])
+        impls["numpy_alloc"] = lambda: np_f(a, b)
         if torch:
             ta, tb, to = _t(a), _t(b), _t(o[2])
             tf = {"add": torch.add, "mul": torch.mul}[op]
             impls["torch_out"] = lambda: tf(ta, tb, out=to)
             impls["torch_alloc"] = lambda: tf(ta, tb)
         if ort:
-            _add_peer(impls, notes, "ort", lambda: ort_bound(ort_session(
+            _add_ort(impls, notes, lambda: ort_session(
                 [helper.make_node(onnx_op, ["a", "b"], ["y"])], [("a", shape), ("b", shape)],
-                [("y", shape)]), {"a": a, "b": b}, o[3]))
+                [("y", shape)]),
+                     {"a": a, "b": b}, o[3])
         ref = np_f(a.astype(np.float64), b)
         return Built(str(shape), ref, TOL[op], 3 * a.nbytes, impls, notes, [a, b, o])
     return Case(f"binary {op}", "elementwise", op, shapes, build)
@@ -279,14 +160,16 @@ def transposed_copy_case(shapes):
         impls["ds_out"] = lambda: dynshape.run("copy", at, out=o[0])
         impls["ds_alloc"] = lambda: dynshape.run("copy", at)
         impls["numpy"] = lambda: (np.copyto(o[1], at), o[1])[1]
+        impls["numpy_alloc"] = lambda: np.ascontiguousarray(at)
         if torch:
             tt, to = _t(base).T, _t(o[2])
             impls["torch_out"] = lambda: to.copy_(tt)
             impls["torch_alloc"] = lambda: tt.contiguous()
         if ort:
-            _add_peer(impls, notes, "ort", lambda: ort_bound(ort_session(
+            _add_ort(impls, notes, lambda: ort_session(
                 [helper.make_node("Transpose", ["a"], ["y"], perm=[1, 0])], [("a", (n, m))],
-                [("y", (m, n))]), {"a": base}, o[3]))
+                [("y", (m, n))]),
+                     {"a": base}, o[3])
         return Built(f"{(m, n)} = a.T", at.astype(np.float64), TOL["copy"], 2 * base.nbytes,
                      impls, notes, [base, o])
     return Case("transposed copy(a.T)", "elementwise", "copy", shapes, build)
@@ -303,15 +186,17 @@ def transposed_add_case(shapes):
         impls["ds_out"] = lambda: dynshape.run("add", at, b, out=o[0])
         impls["ds_alloc"] = lambda: dynshape.run("add", at, b)
         impls["numpy"] = lambda: np.add(at, b, out=o[1])
+        impls["numpy_alloc"] = lambda: np.add(at, b)
         if torch:
             tt, tb, to = _t(base).T, _t(b), _t(o[2])
             impls["torch_out"] = lambda: torch.add(tt, tb, out=to)
             impls["torch_alloc"] = lambda: torch.add(tt, tb)
         if ort:   # ORT cannot take a strided input: Transpose + Add (two nodes)
-            _add_peer(impls, notes, "ort", lambda: ort_bound(ort_session(
+            _add_ort(impls, notes, lambda: ort_session(
                 [helper.make_node("Transpose", ["a"], ["at"], perm=[1, 0]),
                  helper.make_node("Add", ["at", "b"], ["y"])],
-                [("a", (n, m)), ("b", (m, n))], [("y", (m, n))]), {"a": base, "b": b}, o[3]))
+                [("a", (n, m)), ("b", (m, n))], [("y", (m, n))]),
+                     {"a": base, "b": b}, o[3])
         ref = at.astype(np.float64) + b
         return Built(f"{(m, n)} a.T+b", ref, TOL["add"], 3 * b.nbytes, impls, notes,
                      [base, b, o])
@@ -328,14 +213,16 @@ def broadcast_case(shapes):
         impls["ds_out"] = lambda: dynshape.run("add", a, r, out=o[0])
         impls["ds_alloc"] = lambda: dynshape.run("add", a, r)
         impls["numpy"] = lambda: np.add(a, r, out=o[1])
+        impls["numpy_alloc"] = lambda: np.add(a, r)
         if torch:
             ta, tr, to = _t(a), _t(r), _t(o[2])
             impls["torch_out"] = lambda: torch.add(ta, tr, out=to)
             impls["torch_alloc"] = lambda: torch.add(ta, tr)
         if ort:
-            _add_peer(impls, notes, "ort", lambda: ort_bound(ort_session(
+            _add_ort(impls, notes, lambda: ort_session(
                 [helper.make_node("Add", ["a", "r"], ["y"])], [("a", (m, n)), ("r", (n,))],
-                [("y", (m, n))]), {"a": a, "r": r}, o[3]))
+                [("y", (m, n))]),
+                     {"a": a, "r": r}, o[3])
         ref = a.astype(np.float64) + r
         return Built(f"{(m, n)}+({n},)", ref, TOL["add"], 2 * a.nbytes + r.nbytes, impls,
                      notes, [a, r, o])
@@ -377,16 +264,17 @@ def reduction_case(shapes):
             impls["ds_out"] = lambda: dynshape.run("sum", *args, out=o[0], **attrs)
             impls["ds_alloc"] = lambda: dynshape.run("sum", *args, **attrs)
         impls["numpy"] = lambda: np.sum(x, axis=1, out=o[1])
+        impls["numpy_alloc"] = lambda: np.sum(x, axis=1)
         if torch:
             tx, to = _t(x), _t(o[2])
             impls["torch_out"] = lambda: torch.sum(tx, dim=1, out=to)
             impls["torch_alloc"] = lambda: torch.sum(tx, dim=1)
         if ort:
-            _add_peer(impls, notes, "ort", lambda: ort_bound(ort_session(
+            _add_ort(impls, notes, lambda: ort_session(
                 [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)],
                 [("x", shape)], [("y", oshape)],
                 [helper.make_tensor("axes", TensorProto.INT64, [1], [1])], opset=13),
-                {"x": x}, o[3]))
+                     {"x": x}, o[3])
         return Built(f"{shape} axis=1", ref, TOL["sum"], x.nbytes + o[0].nbytes, impls,
                      notes, [x, o])
     return Case("reduce sum(axis=1)", "reduction", "sum", shapes, build)
@@ -409,14 +297,17 @@ def softmax_case(shapes):
             impls["ds_out"] = lambda: dynshape.run("softmax", *args, out=o[0], **attrs)
             impls["ds_alloc"] = lambda: dynshape.run("softmax", *args, **attrs)
         impls["numpy"] = lambda: np_softmax(x, o[1], m, s)
+        impls["numpy_alloc"] = lambda: np_softmax(x, np.empty_like(x), np.empty_like(m),
+                                                  np.empty_like(s))
         if torch:
             tx, to = _t(x), _t(o[2])
             impls["torch_out"] = lambda: torch.softmax(tx, 1, out=to)
             impls["torch_alloc"] = lambda: torch.softmax(tx, 1)
         if ort:
-            _add_peer(impls, notes, "ort", lambda: ort_bound(ort_session(
+            _add_ort(impls, notes, lambda: ort_session(
                 [helper.make_node("Softmax", ["x"], ["y"], axis=-1)], [("x", shape)],
-                [("y", shape)], opset=13), {"x": x}, o[3]))
+                [("y", shape)], opset=13),
+                     {"x": x}, o[3])
         return Built(f"{shape} rows", ref, TOL["softmax"], 2 * x.nbytes, impls, notes,
                      [x, o, m, s])
     return Case("softmax(rows)", "rowwise", "softmax", shapes, build)
@@ -444,16 +335,18 @@ def layer_norm_case(shapes):
             impls["ds_out"] = lambda: dynshape.run("layer_norm", *args, out=o[0], **attrs)
             impls["ds_alloc"] = lambda: dynshape.run("layer_norm", *args, **attrs)
         impls["numpy"] = lambda: np_layer_norm(x, w, b, o[1], mu, var, tmp)
+        impls["numpy_alloc"] = lambda: np_layer_norm(x, w, b, np.empty_like(x), np.empty_like(mu),
+                                                     np.empty_like(var), np.empty_like(x))
         if torch:
             tx, tw, tb = _t(x), _t(w), _t(b)
             notes["torch_out"] = "n/a (F.layer_norm has no out=)"
             impls["torch_alloc"] = lambda: F.layer_norm(tx, (h,), tw, tb, EPS)
         if ort:
-            _add_peer(impls, notes, "ort", lambda: ort_bound(ort_session(
+            _add_ort(impls, notes, lambda: ort_session(
                 [helper.make_node("LayerNormalization", ["x", "w", "b"], ["y"], axis=-1,
                                   epsilon=EPS)],
                 [("x", shape), ("w", (h,)), ("b", (h,))], [("y", shape)], opset=17),
-                {"x": x, "w": w, "b": b}, o[3]))
+                     {"x": x, "w": w, "b": b}, o[3])
         return Built(f"{shape}", ref, TOL["layer_norm"], 2 * x.nbytes + 2 * w.nbytes, impls,
                      notes, [x, w, b, o, mu, var, tmp])
     return Case("layer_norm(last axis)", "rowwise", "layer_norm", shapes, build)

@@ -1,41 +1,46 @@
-"""Benchmark of the vectorizable math functions (kernels/cpu/mathfuncs.py).
+"""Kernel-level: the vectorizable math functions (``dynshape_kernels.cpu.mathfuncs``) alone.
 
-For N = 1e7 float32 and float64 elements it times, per function (best of
---repeat runs, milliseconds):
+    python -m bench.kernel_level.mathfuncs [--quick] [--n 10000000] [names...]
+
+For N = 1e7 float32 and float64 elements it times, per function, in alternating blocks
+(medians):
 
 * ``ours 1T``   : ``@njit`` loop ``for i in range(n): o[i] = mf.f(x[i])``
 * ``ours 2T``   : the same loop with ``prange`` under ``@njit(parallel=True)``
-                  and ``numba.set_num_threads(2)``
 * ``numpy``     : NumPy's ufunc(s) with preallocated outputs (NumPy is single
                   threaded; sigmoid/silu/gelu_tanh are composed in place from
                   np.exp / np.tanh; NumPy has no erf)
 * ``numba-libm``: the same @njit loop calling ``np.exp`` / ``math.erf`` ...,
                   i.e. what Numba does without this module (scalar libm calls)
-* ``torch 1T/2T``: torch CPU (if installed), for reference
+* ``torch 1T/2T``: torch CPU ``out=`` (if installed), for reference
 
 It also checks that the single-thread loop was vectorized (AVX-512 ``zmm`` or
 AVX2 ``ymm`` packed instructions in its assembly) and that no libm call is
-left in it.
-
-Usage:  python bench/bench_mathfuncs.py [--n 10000000] [--repeat 5] [names...]
+left in it. The loops are compiled by this script (not dynshape drivers): the closing
+line's compilation count includes them.
 """
-import argparse
-import math
 import os
-import re
 import sys
-import time
 
-import numpy as np
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+from bench.harness import environment  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-try:
-    from dynshape_kernels.cpu import mathfuncs as mf  # installed package
-except ImportError:  # pragma: no cover - running from the source tree
-    from kernels.cpu import mathfuncs as mf
+if __name__ == "__main__":
+    environment.prepare(bind=environment.wants_bind())
 
-import numba
-from numba import njit, prange
+import math  # noqa: E402
+import re  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from bench.harness import session  # noqa: E402
+from bench.harness.timing import fmt_time  # noqa: E402
+from dynshape_kernels.cpu import mathfuncs as mf  # noqa: E402
+
+import numba  # noqa: E402
+from numba import njit, prange  # noqa: E402
 
 
 def make_loops(f):
@@ -126,16 +131,6 @@ def torch_fns():
     }
 
 
-def best_ms(fn, repeat, clock=time.perf_counter):
-    fn()  # warm up (and compile)
-    ts = []
-    for _ in range(repeat):
-        t0 = clock()
-        fn()
-        ts.append(clock() - t0)
-    return 1e3 * min(ts)
-
-
 def vector_report(disp, dtype):
     nbt = numba.from_dtype(np.dtype(dtype))
     sig = [s for s in disp.signatures if s[0].dtype == nbt][0]
@@ -165,55 +160,61 @@ def input_for(name, dtype, n, rng):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = session.options(__doc__, "mathfuncs.json")
     ap.add_argument("--n", type=int, default=10_000_000)
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--no-torch", action="store_true")
-    ap.add_argument("--cpu-time", action="store_true",
-                    help="time the single-thread columns with process CPU time instead of "
-                         "wall time (robust on a shared, oversubscribed machine; the 2T "
-                         "columns always use wall time)")
-    ap.add_argument("names", nargs="*", default=list(mf.FUNCTIONS))
+    ap.add_argument("--threads", type=int, default=environment.THREADS)
+    ap.add_argument("names", nargs="*", default=None)
     args = ap.parse_args(argv)
-
+    s = session.Session("math functions (kernel-level)", args)
+    peers = s.start(warm=False)
+    n = 10_000 if s.quick else args.n
+    names = args.names or (["exp", "tanh"] if s.quick else list(mf.FUNCTIONS))
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
-    torch, TORCH = (None, {}) if args.no_torch else torch_fns()
+    torch = peers.torch
+    TORCH = torch_fns()[1] if torch else {}
     rng = np.random.default_rng(0)
-    c1 = time.process_time if args.cpu_time else time.perf_counter
     import llvmlite.binding as llvm
     feats = llvm.get_host_cpu_features()
     isa = [k for k in ("avx512f", "avx2", "fma") if feats.get(k, False)]
-    print(f"n = {args.n:.0e}, best of {args.repeat}, numba {numba.__version__}, "
-          f"threads for 2T = {numba.get_num_threads()}, "
-          f"CPU {llvm.get_host_cpu_name()} ({', '.join(isa)}), HAS_HW_FMA={mf.HAS_HW_FMA}, "
-          f"1T clock: {'process CPU time' if args.cpu_time else 'wall'}; times in ms")
-    hdr = (f"{'function':10s} {'dtype':7s} {'ours 1T':>8s} {'ours 2T':>8s} {'numpy':>8s} "
-           f"{'np/ours1T':>9s} {'numba-libm':>10s} {'torch 1T':>8s} {'torch 2T':>8s}  vectorized")
-    print(hdr)
-    print("-" * len(hdr))
-    for name in args.names:
+    s.print(f"n = {n:.0e}, CPU {llvm.get_host_cpu_name()} ({', '.join(isa)}), "
+            f"HAS_HW_FMA={mf.HAS_HW_FMA}; medians of alternating blocks")
+    cols = ("ours 1T", "ours 2T", "numpy", "numba-libm", "torch 1T", "torch 2T")
+    hdr = (f"{'function':10s} {'dtype':7s}" + "".join(f" {c:>10s}" for c in cols) +
+           f" {'np/ours1T':>9s}  vectorized")
+    s.print(hdr)
+    s.print("-" * len(hdr))
+    rows = []
+    for name in names:
         f = mf.FUNCTIONS[name]
         serial, parallel = make_loops(f)
         libm = make_libm_loop(_LIBM[name]) if name in _LIBM else None
         for dt in (np.float32, np.float64):
-            x = input_for(name, dt, args.n, rng)
+            x = input_for(name, dt, n, rng)
             o = np.empty_like(x)
-            t1 = best_ms(lambda: serial(x, o), args.repeat, c1)
-            t2 = best_ms(lambda: parallel(x, o), args.repeat)
-            vec = vector_report(serial, dt)
-            tn = best_ms(lambda: NUMPY[name](x, o), args.repeat, c1) if name in NUMPY else float("nan")
-            tl = best_ms(lambda: libm(x, o), max(1, args.repeat // 4), c1) if libm else float("nan")
-            tt1 = tt2 = float("nan")
+            fns = {"ours 1T": lambda: serial(x, o), "ours 2T": lambda: parallel(x, o)}
+            if name in NUMPY:
+                fns["numpy"] = lambda: NUMPY[name](x, o)
+            if libm:
+                fns["numba-libm"] = lambda: libm(x, o)
             if name in TORCH:
                 xt, ot = torch.from_numpy(x), torch.from_numpy(o)
-                torch.set_num_threads(1)
-                tt1 = best_ms(lambda: TORCH[name](xt, ot), args.repeat, c1)
-                torch.set_num_threads(args.threads)
-                tt2 = best_ms(lambda: TORCH[name](xt, ot), args.repeat)
-            ratio = tn / t1 if tn == tn else float("nan")
-            print(f"{name:10s} {np.dtype(dt).name:7s} {t1:8.1f} {t2:8.1f} {tn:8.1f} "
-                  f"{ratio:9.2f} {tl:10.1f} {tt1:8.1f} {tt2:8.1f}  {vec}", flush=True)
+                fns["torch 1T"] = lambda: (torch.set_num_threads(1), TORCH[name](xt, ot))
+                fns["torch 2T"] = lambda: (torch.set_num_threads(args.threads),
+                                           TORCH[name](xt, ot))
+            for fn in fns.values():
+                fn()                          # compile, and a first touch of the output
+            st = s.time(fns)
+            if torch:
+                torch.set_num_threads(environment.THREADS)
+            t = {k: v.median for k, v in st.items()}
+            vec = vector_report(serial, dt)
+            ratio = t["numpy"] / t["ours 1T"] if "numpy" in t else float("nan")
+            s.print(f"{name:10s} {np.dtype(dt).name:7s}" +
+                    "".join(f" {fmt_time(t.get(c)):>10s}" for c in cols) +
+                    f" {ratio:9.2f}  {vec}")
+            rows.append({"function": name, "dtype": np.dtype(dt).name, "vectorized": vec,
+                         "stats": {k: v.as_dict() for k, v in st.items()}})
+    s.finish({"rows": rows}, {"n": n, "names": names})
 
 
 if __name__ == "__main__":

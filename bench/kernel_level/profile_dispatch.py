@@ -1,42 +1,51 @@
-"""Where the microseconds of a cache-hit ``dynshape.run`` go (relu, float32, 1,000 elements).
+"""Profiling: where the microseconds of a cache-hit ``dynshape.run`` go (relu, float32,
+1,000 elements), and the dispatch overhead over the kernel itself.
 
-    python -m bench.profile_dispatch [--serial-driver] [--cprofile N]
+    python -m bench.kernel_level.profile_dispatch [--quick] [--serial-driver] [--cprofile N]
 
-Stage times: each step of ``dynshape.runtime.plane.run_plane`` (and the op spec's ``prepare``)
-called in isolation with the arguments the real call builds, timed round-robin (medians of
-samples of many calls). The fast path is a hit in the executor's exact-layout memo; the
-"memo miss" stages are what a new layout whose bucket table is cached adds. The stages mirror dynshape internals as of this writing; when those
-change, the stage list fails loudly rather than timing the wrong thing. ``--serial-driver``
-also compiles (in memory, not cached) the same driver without ``parallel=True`` to separate
-the OpenMP fork/join from the kernel work. ``--cprofile N`` prints a cProfile of N calls.
+Kernel-level on purpose: it reaches into the runtime (``dynshape.runtime.plane``,
+``dynshape.runtime.executor``, ``dynshape.runtime.layout``) and the kernels
+(``dynshape_kernels.drivers``) to call each step of ``Executor.run`` for the plane family
+(and the op spec's ``prepare``) alone,
+with the arguments the real call builds, and to call the compiled driver directly (the
+kernel time). Steps are timed in alternating blocks (one sample of many calls per block).
+The fast path is a hit in the executor's exact-layout memo; the "memo miss" stages are what
+a new layout whose bucket table is cached adds. When the internals change, a missing step is
+listed as such, never timed wrong. ``--serial-driver`` also compiles (in memory, not cached)
+the driver without ``parallel=True`` to separate the OpenMP fork/join from the kernel work.
+``--cprofile N`` prints a cProfile of N calls.
 """
 import os
 import sys
 
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+from bench.harness import environment  # noqa: E402
 
-if "--no-bind" not in sys.argv:          # same OpenMP binding as bench.run_core
-    os.environ.setdefault("OMP_PROC_BIND", "true")
-    os.environ.setdefault("OMP_PLACES", "cores")
-
-import argparse  # noqa: E402
+if __name__ == "__main__":
+    environment.prepare(bind=environment.wants_bind())
 
 import numpy as np  # noqa: E402
 
-if __package__ in (None, ""):
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from bench.timing import interleaved  # noqa: E402
-else:
-    from .timing import interleaved  # noqa: E402
+from bench.harness import session  # noqa: E402
+from bench.harness.timing import alternating  # noqa: E402
+
+
+def interleaved(fns, rounds):
+    """One sample of >= 2 ms per callable per block: the callables alternate sample by
+    sample, so that load hits them alike (microsecond calls)."""
+    return alternating(fns, blocks=rounds, block_s=0, sample_s=2e-3)
 
 
 def context(op="relu", n=1000, dtype=np.float32):
     """Everything a warm cache-hit call of ``op`` on ``n`` elements builds, step by step
-    (mirrors dynshape.runtime.plane.run_plane)."""
+    (mirrors dynshape.runtime.executor.Executor.run for the plane family)."""
     import dynshape
     from dynshape import ops
     from dynshape.runtime import config
-    from dynshape.runtime import plane as executor
     from dynshape.runtime.layout import flat_view
+    from dynshape.runtime.plane import PLANE
     from dynshape_kernels import drivers
 
     x = np.random.default_rng(0).standard_normal(n).astype(dtype)
@@ -44,8 +53,8 @@ def context(op="relu", n=1000, dtype=np.float32):
     dynshape.run(op, x, out=o)                     # warm: table cached, driver loaded
     spec = ops.get(op)
     launch = spec.prepare((x,), o, {})
-    p = executor._plane_of(launch)
-    key = executor.table_key(launch, p)
+    p = PLANE.geometry(launch)
+    key = PLANE.key(launch, p, "cpu")
     table = config.cache.get(key)
     assert table is not None, "the table should be cached after the first call"
     obuf, ooff = flat_view(launch.out)
@@ -84,8 +93,9 @@ def stage_fns(ctx):
     import dynshape
     from dynshape import ops
     from dynshape.runtime import config
-    from dynshape.runtime import plane as executor
+    from dynshape.runtime.executor import MEMO
     from dynshape.runtime.layout import flat_view
+    from dynshape.runtime.plane import PLANE
     from dynshape_kernels import drivers
 
     x, o, spec, launch, p, key, table = (ctx[k] for k in
@@ -94,12 +104,10 @@ def stage_fns(ctx):
     ew = ops.elementwise
     fns = {}
     fns["TOTAL dynshape.run(out=)"] = lambda: dynshape.run(op, x, out=o)
-    memo = getattr(executor, "_memo", None)
-    if memo is not None:
-        def miss():
-            memo.clear()
-            dynshape.run(op, x, out=o)
-        fns["TOTAL run, exact-layout memo cleared each call"] = miss
+    def miss():
+        MEMO.clear()
+        dynshape.run(op, x, out=o)
+    fns["TOTAL run, exact-layout memo cleared each call"] = miss
     fns["ops.get(op)"] = lambda: ops.get(op)
     fns["validate: spec.prepare() total"] = lambda: spec.prepare((x,), o, {})
     _try(fns, "  _check_dtype", lambda: (lambda: ew._check_dtype(op, x.dtype, spec.accepted)))
@@ -107,11 +115,10 @@ def stage_fns(ctx):
     _try(fns, "  _unalias (np.may_share_memory)", lambda: (lambda: ew._unalias(o, x)))
     _try(fns, "  Launch(...)", lambda: (lambda: ops.Launch(
         "unary", op, "float32", o, [x], o, fattrs=None, overlap_ok=True)))
-    _try(fns, "memo key (executor._signature)", lambda: (lambda: executor._signature(launch)))
-    if memo is not None:
-        sig = executor._signature(launch)
-        memo.setdefault(sig, (key, table.common))
-        fns["memo lookup (dict.get)"] = lambda: memo.get(sig)
+    _try(fns, "memo key (PLANE.signature)", lambda: (lambda: PLANE.signature(launch)))
+    sig = PLANE.signature(launch)
+    MEMO.put(sig, key, table.common)
+    fns["memo lookup (MEMO.get: dict + cache touch)"] = lambda: MEMO.get(sig)
     fns["table cache lookup (cache.get: lock + LRU)"] = lambda: config.cache.get(key)
     fns["flat_view x2"] = lambda: (flat_view(launch.out), [flat_view(a) for a in launch.inputs])
     fns["driver lookup (drivers.get)"] = lambda: drivers.get(launch.family, launch.dtype)
@@ -119,8 +126,8 @@ def stage_fns(ctx):
     fns["counters['driver_calls'] += 1"] = \
         lambda: config.counters.__setitem__("driver_calls", config.counters["driver_calls"] + 1)
     offs = [0] * (1 + len(launch.inputs))
-    _try(fns, "memo miss: layout/plane (_plane_of)", lambda: (lambda: executor._plane_of(launch)))
-    _try(fns, "memo miss: bucket key (table_key)", lambda: (lambda: executor.table_key(launch, p)))
+    _try(fns, "memo miss: layout/plane (PLANE.geometry)", lambda: (lambda: PLANE.geometry(launch)))
+    _try(fns, "memo miss: bucket key (PLANE.key)", lambda: (lambda: PLANE.key(launch, p, "cpu")))
     _try(fns, "memo miss: bind common area", lambda: (lambda: table.bind(p, offs)))
     return {k: v for k, v in fns.items() if v is not None}, [k for k, v in fns.items() if v is None]
 
@@ -220,21 +227,45 @@ def cprofile_report(n=20000, top=25):
     pstats.Stats(pr).sort_stats("tottime").print_stats(top)
 
 
+def dispatch_overhead(ctx, rounds):
+    """run(out=) against the compiled driver called directly: {name: Stat}, overhead s."""
+    import dynshape
+    x, o = ctx["x"], ctx["o"]
+    fns = {"dynshape.run(relu, out=)": lambda: dynshape.run("relu", x, out=o),
+           "kernel: compiled driver called directly": kernel_call(ctx),
+           "np.maximum(x, 0, out=o)": lambda: np.maximum(x, 0, out=o)}
+    st = interleaved(fns, rounds)
+    return st, (st["dynshape.run(relu, out=)"].median
+                - st["kernel: compiled driver called directly"].median)
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = session.options(__doc__, "profile_dispatch.json")
     ap.add_argument("--serial-driver", action="store_true",
                     help="also compile a serial copy of the driver (about 2 s)")
     ap.add_argument("--cprofile", type=int, default=0, metavar="N")
     ap.add_argument("--rounds", type=int, default=40)
-    ap.add_argument("--no-bind", action="store_true", help="no OMP_PROC_BIND/OMP_PLACES")
     args = ap.parse_args(argv)
-    import dynshape
-    dynshape.warm(["unary"], ["float32"])
-    rows, ov, _ = breakdown(args.rounds, args.serial_driver)
-    print("cache-hit dispatch path of dynshape.run('relu', x[1000] float32, out=o):")
-    print_breakdown(rows, ov)
+    s = session.Session("dynshape dispatch profile (kernel-level)", args)
+    s.start(families=["unary"], dtypes=["float32"])
+    rounds = 4 if s.quick else args.rounds
+    ctx = context()
+    st, overhead = dispatch_overhead(ctx, rounds)
+    s.print("cache-hit dispatch, relu float32 x 1000 (alternating; median / min):")
+    for k, v in st.items():
+        s.print(f"  {k:48s} {v.median * 1e6:8.2f}us {v.min * 1e6:8.2f}us")
+    s.print(f"  dispatch overhead = run(out=) - kernel = {overhead * 1e6:.2f}us (target <= 5us: "
+            f"{'MET' if overhead <= 5e-6 else 'MISSED'})")
+    rows, ov, _ = breakdown(rounds, args.serial_driver)
+    s.print("where the time goes, dynshape.run('relu', x[1000] float32, out=o):")
+    print_breakdown(rows, ov, out=s.print)
+    cprof = cprofile_rows(n=2000 if s.quick else 20000)
     if args.cprofile:
         cprofile_report(args.cprofile)
+    s.finish({"dispatch": {k: v.as_dict() for k, v in st.items()}, "overhead_s": overhead,
+              "stages": [{"stage": n, "median_s": md, "min_s": mn} for n, md, mn in rows],
+              "numba_overhead": [{"what": n, "median_s": md, "min_s": mn} for n, md, mn in ov],
+              "cprofile": cprof})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,87 @@
+"""Callables timed in alternating blocks.
+
+Runtimes with spinning worker threads (OpenBLAS, ONNX Runtime, PyTorch, Numba's prange)
+keep a core busy for a while after each call, so timing peers call by call makes each one
+pay for the previous one's workers. :func:`alternating` runs the callables in turns, a
+block of calls each: the first calls of a block are untimed (the pool wakes up), then
+samples of ``inner`` back-to-back calls (``inner`` chosen so that a sample lasts at least
+``sample_s``: perf_counter resolution and loop overhead stay out of microsecond timings)
+until the block has lasted ``block_s``. Load from other processes hits every callable
+alike, and each keeps its thread pool warm within its block, as in a serving loop.
+"""
+import gc
+import statistics
+import time
+from dataclasses import asdict, dataclass
+
+perf = time.perf_counter
+
+
+@dataclass
+class Stat:
+    """Seconds per call of one callable over all its blocks."""
+    median: float
+    min: float
+    samples: int
+    inner: int          # calls per sample
+    blocks: int
+
+    def as_dict(self):
+        return asdict(self)
+
+
+def calls_per_sample(fn, sample_s, first_s=None):
+    """How many back-to-back calls make a sample of at least ``sample_s`` (one call of
+    ``fn`` unless ``first_s``, the time a call already took, is given)."""
+    if first_s is None:
+        t = perf()
+        fn()
+        first_s = perf() - t
+    return max(1, int(sample_s / max(first_s, 1e-9)))
+
+
+def alternating(fns, blocks=5, block_s=0.05, sample_s=2e-4, warm_calls=1, first_s=None):
+    """``{name: Stat}`` for the callables of ``fns`` (name -> zero-argument callable), timed
+    in ``blocks`` rounds of one block each, in the order given.
+
+    ``first_s``: optional {name: seconds one call took} (from a verification call), which
+    saves a calibration call of slow callables. GC is off while timing."""
+    first_s = first_s or {}
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        inner = {n: calls_per_sample(fn, sample_s, first_s.get(n)) for n, fn in fns.items()}
+        samples = {n: [] for n in fns}
+        for _ in range(blocks):
+            for name, fn in fns.items():
+                k = inner[name]
+                for _ in range(warm_calls):
+                    fn()
+                out = samples[name]
+                end = perf() + block_s
+                while True:
+                    t = perf()
+                    for _ in range(k):
+                        fn()
+                    now = perf()
+                    out.append((now - t) / k)
+                    if now >= end:
+                        break
+    finally:
+        if gc_was:
+            gc.enable()
+    return {n: Stat(statistics.median(s), min(s), len(s), inner[n], blocks)
+            for n, s in samples.items()}
+
+
+def fmt_time(s):
+    """Seconds as a short human string (ns, us, ms, s); "-" for None."""
+    if s is None or s != s:
+        return "-"
+    if s < 1e-6:
+        return f"{s * 1e9:.0f}ns"
+    if s < 1e-3:
+        return f"{s * 1e6:.1f}us" if s < 1e-4 else f"{s * 1e6:.0f}us"
+    if s < 1:
+        return f"{s * 1e3:.2f}ms" if s < 1e-2 else f"{s * 1e3:.1f}ms"
+    return f"{s:.2f}s"
