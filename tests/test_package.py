@@ -177,7 +177,7 @@ def test_the_locator_names_files_like_numba_and_relative_to_the_package():
     assert cache_locator.source_relpath(f) == "dynshape_kernels/cpu/elementwise.py"
     assert cache_locator.source_path("dynshape_kernels/cpu/elementwise.py") == \
         os.path.abspath(f)
-    assert cache_locator.package_subpath(dynshape.packages.load.__file__) == "dynshape"
+    assert cache_locator.package_subpath(dynshape.packages.load.__file__) == "dynshape/packages"
 
 
 def test_the_import_scan_misses_no_import_a_full_parse_finds(monkeypatch):

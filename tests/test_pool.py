@@ -2,6 +2,8 @@
 compilation on new shapes, one driver call, bad input."""
 import importlib.util
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -9,7 +11,6 @@ from hypothesis import strategies as st
 
 import dynshape
 from dynshape import testing
-from dynshape.ops.pool import output_size
 from dynshape.tables.pool_table import PoolTable
 from dynshape_kernels.catalog import CATALOG
 from dynshape_kernels.abi.common_area import E_OFF0, E_OFF1
@@ -277,6 +278,27 @@ def test_matches_onnxruntime():
 
 # ---- tables ------------------------------------------------------------------------------------------
 @settings(max_examples=60, deadline=None)
+def onnx_output_size(n, k, s, d, pad_begin, pad_end, auto_pad, ceil_mode):
+    """(output size, begin pad, end pad) of one dimension, written from the ONNX MaxPool /
+    AveragePool specification (independent of dynshape's own helper): explicit pads give
+    floor or ceil of (n + pads - dilated kernel) / stride + 1, where a ceil window must start
+    inside the input or its begin padding; SAME_* pad so that the output is ceil(n / s), the
+    odd pad at the end (UPPER) or the begin (LOWER); VALID pads nothing."""
+    eff = d * (k - 1) + 1
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        out = math.ceil(n / s)
+        total = max((out - 1) * s + eff - n, 0)
+        lo = total // 2 if auto_pad == "SAME_UPPER" else (total + 1) // 2
+        return out, lo, total - lo
+    if auto_pad == "VALID":
+        return math.floor((n - eff) / s) + 1, 0, 0
+    exact = (n + pad_begin + pad_end - eff) / s
+    out = (math.ceil(exact) if ceil_mode else math.floor(exact)) + 1
+    if ceil_mode and (out - 1) * s >= n + pad_begin:
+        out -= 1
+    return out, pad_begin, pad_end
+
+
 @given(problems(max_side=300), st.data())
 def test_table_covers_every_shape_of_its_bucket(prob, data):
     """Every output element exactly once; entries' input offsets are their first window's
@@ -289,8 +311,8 @@ def test_table_covers_every_shape_of_its_bucket(prob, data):
     t = dynshape.explain(f"{op}_pool2d", shape, dtype=dt, **a)
     assert isinstance(t, PoolTable) and (t.entries[:, 1:3] == VARIABLE_FULL).all()
     H, W = shape[2:]
-    oh, pt, pb = output_size(H, k[0], s[0], d[0], pads[0], pads[2], auto_pad, ceil)
-    ow, pl, pr = output_size(W, k[1], s[1], d[1], pads[1], pads[3], auto_pad, ceil)
+    oh, pt, pb = onnx_output_size(H, k[0], s[0], d[0], pads[0], pads[2], auto_pad, ceil)
+    ow, pl, pr = onnx_output_size(W, k[1], s[1], d[1], pads[1], pads[3], auto_pad, ceil)
     e = t.entries
     assert (e[:, E_IH0] == e[:, E_OFF0] * s[0] - pt).all()
     assert (e[:, E_IW0] == e[:, E_OFF1] * s[1] - pl).all()

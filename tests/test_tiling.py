@@ -154,8 +154,8 @@ def test_with_every_mode_allowed_the_optimizer_chooses_variable_full_tails(strid
 def test_cost_model_prices_a_variable_full_tail_lowest(t0, T, strided):
     """Why: for the tiles the optimizer uses (row tiles on contiguous planes, 16x64 tiles on
     strided ones) a VARIABLE_FULL column tail costs less than the other modes."""
-    from dynshape.planning.cost_model import load
-    cm = load()
+    from dynshape.planning import cost_model
+    cm = cost_model.MODEL
 
     def cost(mode, v):
         return float(cm.tile_costs(t0, np.array([t0]), np.array([VARIABLE_FULL]),

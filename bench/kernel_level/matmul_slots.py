@@ -3,7 +3,7 @@ made for: the numbers behind the cost model's per-slot rates.
 
     python -m bench.kernel_level.matmul_slots [--quick] [--dtype float32|float64]
 
-Calls ``dynshape_kernels.cpu.gemm.gemm(a, b, slot=s)`` (the kernel library's own front end,
+Calls ``dynshape.testing.matmul_direct.gemm(a, b, slot=s)`` (the driver with a chosen slot,
 bypassing dynshape's planner) with ``numba.set_num_threads(1)``; the slots of one shape are
 timed in alternating blocks; GFLOP/s from median times.
 """
@@ -21,7 +21,7 @@ if __name__ == "__main__":
 import numpy as np  # noqa: E402
 
 from bench.harness import session  # noqa: E402
-from dynshape_kernels.cpu.gemm import gemm  # noqa: E402
+from dynshape.testing.matmul_direct import gemm  # noqa: E402
 
 SLOTS = 5
 SHAPES = [(1024, 1024, 1024, None), (48, 192, 256, None), (17, 33, 64, 256),

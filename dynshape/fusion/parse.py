@@ -1,13 +1,12 @@
 """Parsing fused sequences: each step validated against the op vocabulary and the ops' own
 attribute schemas (see :mod:`dynshape.fusion.run` for the step syntax)."""
-import numbers
-
 import numpy as np
 from dynshape_kernels.abi.vocabulary import BINARY_OPS
 from dynshape_kernels.abi.vocabulary import UNARY as VOCABULARY_UNARY
 
 from dynshape import ops
 from dynshape.errors import ArgumentError, OpAttributeError, UnknownOpError
+from dynshape.ops.attributes import AUTO_PADS, int_tuple, is_number as _is_number
 
 RUNNING = "_"
 # ops that may lead a chain: the elementwise steps become their driver's epilogue program
@@ -54,10 +53,6 @@ class Step:
             return [self.attrs[k] for k in ("weight", "bias")
                     if self.attrs.get(k) is not None]
         return []
-
-
-def _is_number(v):
-    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
 
 
 def _parse_step(raw, index):
@@ -161,7 +156,6 @@ _LEAD_EPILOGUE = {"conv2d": ("activation", "residual"), "gemm": ("activation",)}
 def _lead_attrs(name, attrs, where):
     """Validated attributes of a leading conv2d / gemm (op attributes are checked again, with
     the arrays, by the op itself at call time)."""
-    from dynshape.ops.conv import AUTO_PADS, _int_tuple
     given = [k for k in _LEAD_EPILOGUE[name] if k in attrs]
     if given:
         raise OpAttributeError(f"{where}: a fused {name} takes no {given[0]!r} attribute: "
@@ -174,11 +168,11 @@ def _lead_attrs(name, attrs, where):
         raise OpAttributeError(f"{where}: {key} must name an input given at call time (a "
                                f"string other than {RUNNING!r}), got {v!r}")
     if name == "conv2d":
-        _int_tuple("strides", merged["strides"], 2, 1, (2,))
-        _int_tuple("dilations", merged["dilations"], 2, 1, (2,))
-        _int_tuple("pads", merged["pads"], 4, 0, (2, 4))
+        int_tuple("conv2d", "strides", merged["strides"], 2, 1, (2,))
+        int_tuple("conv2d", "dilations", merged["dilations"], 2, 1, (2,))
+        int_tuple("conv2d", "pads", merged["pads"], 4, 0, (2, 4))
         if merged["kernel_shape"] is not None:
-            _int_tuple("kernel_shape", merged["kernel_shape"], 2, 1, (2,))
+            int_tuple("conv2d", "kernel_shape", merged["kernel_shape"], 2, 1, (2,))
         g = merged["group"]
         if not isinstance(g, (int, np.integer)) or isinstance(g, (bool, np.bool_)) or g < 1:
             raise OpAttributeError(f"{where}: group must be an integer >= 1, got {g!r}")

@@ -10,7 +10,8 @@ from dynshape_kernels.abi.step_program import MAX_SIDES
 from dynshape import api as dispatcher
 from dynshape import ops
 from dynshape.errors import ArgumentError, DomainError, DtypeError, ShapeError
-from dynshape.fusion.parse import _LEAD_INPUT, _LEADS, _is_number, _parse_step
+from dynshape.fusion.parse import _LEAD_INPUT, _LEADS, _parse_step
+from dynshape.ops.attributes import is_number as _is_number
 from dynshape.fusion.program import build_program
 from dynshape.ops import Launch, as_array, check_out, is_planning, new_output
 from dynshape.runtime.fused import dummy

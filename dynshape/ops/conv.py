@@ -34,31 +34,15 @@ from dynshape_kernels.abi.vocabulary import IDENTITY
 
 from dynshape.errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
 from dynshape.runtime.layout import same_view
-from dynshape.ops import activation
+from dynshape.ops import activation, attributes
+from dynshape.ops.attributes import AUTO_PADS, is_int as _is_int  # noqa: F401
 from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output
 
 FLOAT_DTYPES = ("float32", "float64")
-AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
-
-
-def _is_int(v):
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 def _int_tuple(name, v, n, lo, accepted):
-    """``v`` as a tuple of ``n`` ints >= lo (an int stands for all of them)."""
-    if _is_int(v):
-        v = (v,) * n
-    try:
-        items = tuple(v)
-    except TypeError:
-        items = None
-    if items is None or len(items) not in accepted or not all(_is_int(i) for i in items):
-        raise OpAttributeError(f"conv2d: {name} must be an integer or a tuple of "
-                               f"{' or '.join(map(str, accepted))} integers, got {v!r}")
-    if any(i < lo for i in items):
-        raise OpAttributeError(f"conv2d: {name} must be >= {lo}, got {v!r}")
-    return tuple(int(i) for i in items)
+    return attributes.int_tuple("conv2d", name, v, n, lo, accepted)
 
 
 def _activation(act):

@@ -9,7 +9,9 @@ from dynshape_kernels.abi.vocabulary import BINARY_OPS, FLOAT_ONLY_UNARY, UNARY
 
 from dynshape.errors import ArgumentError, DomainError, DtypeError, OpAttributeError, ShapeError
 from dynshape.runtime.layout import same_view
-from dynshape.ops import (Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output)
+from dynshape.ops import (Launch, OpSpec, as_array, check_dtype, check_out, is_planning,
+                          new_output)
+from dynshape.ops.attributes import number as _number
 
 DTYPES = ("float32", "float64", "int32", "int64")
 FLOAT_DTYPES = ("float32", "float64")
@@ -44,13 +46,6 @@ def _unalias(out, inp):
     if same_view(out, inp):
         return inp, True
     return inp.copy(), False
-
-
-def _number(op, name, v):
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer,
-                                                             np.floating)):
-        raise OpAttributeError(f"{op}: {name} must be a real number, got {v!r}")
-    return float(v)
 
 
 class UnarySpec(OpSpec):

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from dynshape.errors import ArgumentError, OpAttributeError, ShapeError
+from dynshape.ops.attributes import AUTO_PADS, flag as _flag, int_tuple
 from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output
 
 FLOAT_DTYPES = ("float32", "float64")
-AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
 @dataclass(frozen=True)
@@ -59,25 +59,7 @@ class PoolGeometry:
 
 
 def _ints(op, name, v, n, lo):
-    """``v`` as a tuple of ``n`` integers >= lo, or an OpAttributeError."""
-    try:
-        vals = tuple(v)
-    except TypeError:
-        vals = None
-    if vals is None or len(vals) != n or not all(
-            isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_))
-            for a in vals):
-        raise OpAttributeError(f"{op}: {name} must be {n} integers, got {v!r}")
-    if any(a < lo for a in vals):
-        what = "positive" if lo == 1 else "non-negative"
-        raise OpAttributeError(f"{op}: {name} must be {what}, got {tuple(int(a) for a in vals)}")
-    return tuple(int(a) for a in vals)
-
-
-def _flag(op, name, v):
-    if isinstance(v, (bool, np.bool_)) or (isinstance(v, (int, np.integer)) and v in (0, 1)):
-        return bool(v)
-    raise OpAttributeError(f"{op}: {name} must be a bool (or 0/1), got {v!r}")
+    return int_tuple(op, name, v, n, lo)
 
 
 def output_size(n, k, s, d, pb, pe, auto_pad, ceil_mode):

@@ -16,7 +16,8 @@ import numpy as np
 
 from dynshape.errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
 from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out
-from dynshape.ops.elementwise import _number, _unalias
+from dynshape.ops.attributes import number as _number
+from dynshape.ops.elementwise import _unalias
 from dynshape.ops.reduction import normalize_axes
 
 FLOAT_DTYPES = ("float32", "float64")

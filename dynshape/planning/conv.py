@@ -127,18 +127,36 @@ def candidate_slots(geo):
     return slots
 
 
-def build_table(geo, dtype, target, nthreads, slot=None):
+def heuristic_slot(geo):
+    """The slot of the simplified combination: implicit GEMM with the large register tile
+    for many output channels, the small one for few, the direct kernel where GEMM cannot
+    fill a register tile (depthwise)."""
+    slots = candidate_slots(geo)
+    if 0 not in slots:
+        return DIRECT_SLOT
+    return 0 if geo["Mg"] >= 48 else 1
+
+
+def build_table(geo, dtype, target, nthreads, slot=None, variant="optimized"):
     """The combination of the conv family: entries laid out for the largest shape of the
-    bucket of ``geo``'s (N, OH, OW), the slot and tiling of least model cost."""
+    bucket of ``geo``'s (N, OH, OW). "optimized": the slot and tiling of least model cost
+    over every slot that can run the geometry; "simplified": the heuristic slot's best
+    tiling (``slot`` forces one slot in both)."""
     bk = (bucket(geo["N"], 1), bucket(geo["OH"], 1), bucket(geo["OW"], 1))
     sizes = (tuple(hi for _, hi in bk), tuple(lo + 1 for lo, _ in bk))
+    if slot is not None:
+        slots = [slot]
+    elif variant == "simplified":
+        slots = [heuristic_slot(geo)]
+    else:
+        slots = candidate_slots(geo)
     for threads in ((1, nthreads) if nthreads > 1 else (1,)):
         best = None
-        for s in ([slot] if slot is not None else candidate_slots(geo)):
+        for s in slots:
             cost, e = _plan_slot(s, geo, sizes, dtype, threads)
             if best is None or cost < best[0]:
                 best = (cost, s, e)
         if best[0] < SERIAL_COST:      # small: one thread (the driver skips the pool)
             break
     cost, s, e = best
-    return ConvTable.of(dtype, target, bk, e, geo, s, threads, cost)
+    return ConvTable.of(dtype, target, bk, e, geo, s, threads, cost, variant)

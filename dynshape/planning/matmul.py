@@ -15,8 +15,11 @@ its packing traffic (A per tile, B once per run of tiles sharing a B panel) and 
 overhead, and takes the makespan over the driver's contiguous per-thread chunks.
 """
 import numpy as np
-from dynshape_kernels.cpu.gemm import DOT_SLOT, NSLOTS, _balanced, _slots_for, \
-    _thread_balanced, choose_slot, make_gemm_table
+from dynshape_kernels.abi.tiles import (MATMUL_DOT_SLOT as DOT_SLOT, MATMUL_NSLOTS as NSLOTS,
+                                        matmul_slots as _slots_for)
+
+from dynshape.planning.matmul_tiles import (_balanced, _thread_balanced, choose_slot,
+                                            make_gemm_table)
 
 # measured on the project's machine (1 thread, `python -m bench.bench_gemm --slots`):
 # GFLOP/s of each slot's micro-kernel on whole padded micro-tiles

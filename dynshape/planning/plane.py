@@ -97,7 +97,7 @@ class Combination:
 
 
 @njit("int64[:, ::1](int64, int64, int64, int64, int64, int64, int64)", cache=True, nogil=True)
-def _uniform_entries(lo0, hi0, t0, lo1, hi1, t1, kid):
+def uniform_entries(lo0, hi0, t0, lo1, hi1, t1, kid):
     """Entries of the simplified variant: one tile shape, VARIABLE_FULL tails, in one pass."""
     k0 = lo0 // t0
     r = k0 + -(-(hi0 - k0 * t0) // t0)
@@ -171,7 +171,7 @@ class Tiling:
         t0, t1 = self.default_tile()
         (lo0, hi0), (lo1, hi1) = self.bucket
         kid = self.catalog.kernel_id(self.fam.name, self.op, self.dtype, self.slots[(t0, t1)][0])
-        entries = _uniform_entries(lo0, hi0, t0, lo1, hi1, t1, kid)
+        entries = uniform_entries(lo0, hi0, t0, lo1, hi1, t1, kid)
 
         def cost():
             rows = segment(lo0, hi0, [t0], t0, 0, VARIABLE_FULL)

@@ -126,7 +126,7 @@ class ConvExecutor(Executor):
     def build(self, launch, g, key, variant):
         slot = dict(a for a in key.attrs if isinstance(a, tuple) and len(a) == 2
                     and a[0] == "slot").get("slot")
-        return build_table(g, key.dtype, key.target, key.threads, slot)
+        return build_table(g, key.dtype, key.target, key.threads, slot, variant)
 
     def bind(self, launch, g, table):
         x, w, b = launch.inputs

@@ -11,7 +11,7 @@ from dynshape_kernels.abi.step_program import MAX_SIDES
 from dynshape_kernels.abi.vocabulary import REDUCE_OPS
 
 from dynshape.planning.fused import tile_shape
-from dynshape.planning.plane import _uniform_entries
+from dynshape.planning.plane import uniform_entries
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.layout import (broadcast_strides, check_outer, coalesce,
                                      element_strides, flat_view, plane, plane_of_coalesced)
@@ -92,7 +92,7 @@ class FusedExecutor(Executor):
         prog = launch.extra["prog"]
         b0, b1 = key.bucket
         t0, t1 = tile_shape(prog, p, b0, b1)
-        entries = _uniform_entries(b0[0], b0[1], t0, b1[0], b1[1], t1, int(prog.steps[0, 0]))
+        entries = uniform_entries(b0[0], b0[1], t0, b1[0], b1[1], t1, int(prog.steps[0, 0]))
         return FusedTable.of(launch.extra["fused"], key.dtype, key.target, key.bucket,
                              entries, (t0, t1), prog.steps, prog.pattrs, prog.tail, (p.m, p.n))
 

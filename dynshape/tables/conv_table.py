@@ -19,9 +19,9 @@ class ConvTable(ParamTable):
     ParamTable."""
 
     @classmethod
-    def of(cls, dtype, target, bucket_, entries, geo, slot, nthreads, cost):
+    def of(cls, dtype, target, bucket_, entries, geo, slot, nthreads, cost, variant="optimized"):
         t = cls(FAMILY, "conv2d", dtype, target, CATALOG.hash, bucket_, entries,
-                np.zeros(0, np.int64), 4, CATALOG.family_base(FAMILY, dtype), 0, "optimized",
+                np.zeros(0, np.int64), 4, CATALOG.family_base(FAMILY, dtype), 0, variant,
                 cost, f"slot {slot}, {nthreads} threads", None,
                 {"geo": dict(geo), "slot": int(slot), "nthreads": int(nthreads)})
         t.validate(CATALOG)

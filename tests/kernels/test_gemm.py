@@ -1,20 +1,22 @@
-"""Tests of the dynshape static-tile GEMM (dynshape_kernels/cpu/gemm.py) against NumPy.
+"""Tests of the dynshape static-tile GEMM (dynshape_kernels/cpu/gemm.py) against NumPy, through
+the driver called directly with every slot (dynshape.testing.matmul_direct).
 
 All cases go through the same few compiled driver specialisations (one per
 dtype; disk-cached), so the runtime is dominated by the first compile.
 """
-import os
-import sys
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-try:
-    from dynshape_kernels.cpu import gemm as G  # installed package
-except ImportError:  # pragma: no cover - running from the source tree
-    from kernels.cpu import gemm as G
+from types import SimpleNamespace
+
+from dynshape.planning.matmul_tiles import make_gemm_table
+from dynshape.testing.matmul_direct import gemm
+from dynshape_kernels.abi.matmul_table import TABLE_COLS
+from dynshape_kernels.abi.tiles import MATMUL_NSLOTS
+
+G = SimpleNamespace(gemm=gemm, make_gemm_table=make_gemm_table, TABLE_COLS=TABLE_COLS,
+                    NSLOTS=MATMUL_NSLOTS)
 
 DIMS = st.one_of(st.integers(1, 300), st.sampled_from([1, 2, 3, 5, 7, 13, 31, 61, 97, 127, 193, 251, 257, 293]))
 DTYPES = st.sampled_from([np.float32, np.float64])
