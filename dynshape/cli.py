@@ -88,7 +88,8 @@ def main(argv=None):
                     "default: your own key, created on first use in the config directory)")
     ks = sub.add_parser("keys", help="signing keys: packages load only when signed by a "
                         "trusted key")
-    ka = ks.add_subparsers(dest="action", required=True)
+    ka = ks.add_subparsers(dest="action", required=True, metavar="ACTION",
+                           help="export, trust or list")
     ke = ka.add_parser("export", help="print your public key line (give it to the hosts "
                        "that load your packages)")
     ke.add_argument("--key", metavar="KEY", help="the public key of this private key (PEM) "

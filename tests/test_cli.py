@@ -9,7 +9,7 @@ import pytest
 import dynshape
 from dynshape.cli import main
 
-COMMANDS = ("demo", "ops", "explain", "catalog", "warm", "pregenerate")
+COMMANDS = ("demo", "ops", "explain", "catalog", "warm", "calibrate", "pregenerate", "keys")
 
 
 def _run(argv, capsys):

@@ -98,7 +98,7 @@ def test_the_command_line_shows_progress_and_a_summary(built):
     assert "[##############################] 2/2 unary/float32" in r.stderr
     assert f"kernel package {out}" in r.stderr
     assert "drivers    2: copy/uint32, unary/float32" in r.stderr
-    assert "at import  1: dynshape.planning.plane._uniform_entries" in r.stderr
+    assert "at import  1: dynshape.planning.plane.uniform_entries" in r.stderr
     assert "0 compilations" in r.stderr
     own = signing.own_public_key()
     assert f"signed     by {own.describe()}, key {signing.own_key_path()}" in r.stderr

@@ -40,7 +40,8 @@ def int_tuple(op, name, v, n, lo, accepted=None):
             f"{' or '.join(map(str, lengths))} integers"
         raise OpAttributeError(f"{op}: {name} must be {what}, got {v!r}")
     if any(i < lo for i in items):
-        raise OpAttributeError(f"{op}: {name} must be >= {lo}, got {v!r}")
+        word = {0: " (non-negative)", 1: " (positive)"}.get(lo, "")
+        raise OpAttributeError(f"{op}: {name} must be >= {lo}{word}, got {v!r}")
     return tuple(int(i) for i in items)
 
 
