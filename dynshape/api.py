@@ -5,7 +5,7 @@ import numpy as np
 from dynshape import ops
 from dynshape.errors import ArgumentError, DtypeError, SettingError
 from dynshape.runtime import config
-from dynshape.runtime.executor import executor_of
+from dynshape.runtime.executor import _EXECUTORS, executor_of
 from dynshape.runtime.targets import get_target
 
 
@@ -24,7 +24,10 @@ def run(op, *arrays, out=None, target=None, **attrs):
     launch = spec.prepare(arrays, out, attrs)
     if target is not None:
         launch.target = get_target(target).name
-    return run_launch(spec, launch)
+    result = (_EXECUTORS.get(spec.executor) or executor_of(spec.executor)).run(launch)
+    if launch.finalize is not None:
+        result = launch.finalize(result)
+    return result
 
 
 def run_launch(spec, launch):

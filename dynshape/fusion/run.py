@@ -14,7 +14,7 @@ from dynshape.fusion.parse import _LEAD_INPUT, _LEADS, _parse_step
 from dynshape.ops.attributes import is_number as _is_number
 from dynshape.fusion.program import build_program
 from dynshape.ops import Launch, as_array, check_out, is_planning, new_output
-from dynshape.runtime.fused import dummy
+from dynshape.runtime.fused import FUSED, dummy
 from dynshape.runtime.layout import broadcast_strides, coalesce, element_strides, flat_view, same_view
 from dynshape.tables.fused_table import FusedTable  # noqa: F401  (the table class of the family)
 
@@ -371,7 +371,6 @@ def _empty_result(fused, prog, out, shape):
 
 def _launch(fused, prog, dtype, x, arrs, out, shape, explain):
     """Run (or explain) one fused call through the fused executor."""
-    from dynshape.runtime.fused import FUSED
     launch = Launch("fused", "fused", dtype, out, [x] + list(arrs), out,
                     extra={"fused": fused, "prog": prog, "shape": shape})
     if explain:

@@ -16,7 +16,7 @@ from dynshape.errors import SettingError
 from dynshape.runtime import config
 from dynshape.runtime.layout import element_strides
 from dynshape.runtime.memo import Memo
-from dynshape.runtime.targets import get_target
+from dynshape.runtime.targets import _TARGETS, get_target
 
 #: the one exact-layout memo of every family
 MEMO = Memo(config.cache)
@@ -60,18 +60,23 @@ def via_temporary_out(launch, run):
 
 class Executor:
     """Template of one family's call path. ``name``: the spec's executor name; ``family``:
-    the kernel family whose driver runs (``driver_family(launch)`` may choose per call)."""
+    the kernel family whose driver runs (None: the launch's own family)."""
     name = None
-    family = None
+    family = None           # None: the launch's family (one executor for several families)
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        cls.has_operands = cls.operands is not Executor.operands
 
     # ---- the call path -----------------------------------------------------------------
     def run(self, launch):
         if launch.out.size == 0:
             return launch.result
-        early = self.operands(launch)
-        if early is not None:
-            return early
-        target = get_target(launch.target)
+        if self.has_operands:
+            early = self.operands(launch)
+            if early is not None:
+                return early
+        target = _TARGETS.get(launch.target) or get_target(launch.target)
         sig = self.signature(launch)
         table, bound = MEMO.get(sig) if sig is not None else (None, None)
         if table is None:
@@ -83,7 +88,7 @@ class Executor:
             bound = self.bind(launch, geo, table)
             if sig is not None:                  # geometry may have replaced operands
                 MEMO.put(self.signature(launch), key, bound)
-        driver = target.driver(self.driver_family(launch), launch.dtype)
+        driver = target.driver(self.family or launch.family, launch.dtype)
         self.call(driver, launch, table, bound)
         config.counters["driver_calls"] += 1
         return launch.result
@@ -129,9 +134,6 @@ class Executor:
     def bind(self, launch, geo, table):
         """What the driver needs besides the table for this exact layout (memoized)."""
         raise NotImplementedError
-
-    def driver_family(self, launch):
-        return self.family
 
     def call(self, driver, launch, table, bound):
         raise NotImplementedError

@@ -88,9 +88,6 @@ class PlaneExecutor(Executor):
         common.flags.writeable = False
         return common
 
-    def driver_family(self, launch):
-        return launch.family
-
     def call(self, driver, launch, table, common):
         args = [flat_view(a)[0] for a in launch.inputs]
         args.append(flat_view(launch.out)[0])

@@ -8,6 +8,7 @@ target is part of every :class:`~dynshape.tables.key.TableKey`). ``run(..., targ
 selects a target explicitly; otherwise the arrays' type decides.
 """
 import numpy as np
+from dynshape_kernels import drivers as cpu_drivers
 
 from dynshape.errors import SettingError
 
@@ -22,9 +23,8 @@ class Target:
         self.drivers = drivers
         self.array_types = tuple(array_types)
         self.description = description
-
-    def driver(self, family, dtype):
-        return self.drivers.get(family, dtype)
+        #: ``driver(family, dtype)``: the compiled driver (the drivers' own ``get``)
+        self.driver = drivers.get
 
     def __repr__(self):
         return f"<Target {self.name}: {self.description}>"
@@ -42,6 +42,7 @@ def register_target(target):
 
 
 def get_target(name):
+    """The registered target ``name`` (SettingError naming the known ones otherwise)."""
     try:
         return _TARGETS[name]
     except KeyError:
@@ -53,17 +54,5 @@ def known_targets():
     return sorted(_TARGETS)
 
 
-def _cpu_drivers():
-    from dynshape_kernels import drivers
-    return drivers
-
-
-class _LazyDrivers:
-    """The CPU drivers module, imported on first use."""
-
-    def get(self, family, dtype):
-        return _cpu_drivers().get(family, dtype)
-
-
-CPU = register_target(Target("cpu", _LazyDrivers(), (np.ndarray,),
+CPU = register_target(Target("cpu", cpu_drivers, (np.ndarray,),
                              "Numba CPU kernels, one prange driver per family and dtype"))

@@ -8,7 +8,7 @@ process, which names a table's file on disk.
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TableKey:
     """``family``/``op``/``dtype``/``target``: the kernels the table calls and where they run.
     ``bucket``: per bucketed dimension, the (lo, hi] sizes the table serves. ``layout``: what
@@ -25,6 +25,19 @@ class TableKey:
     attrs: tuple = ()
     overlap: bool = False
     threads: int = 0
+
+    def __post_init__(self):
+        # every lookup hashes its key: compute the hash once (the fields never change)
+        t = (self.family, self.op, self.dtype, self.target, self.bucket, self.layout,
+             self.attrs, self.overlap, self.threads)
+        object.__setattr__(self, "_fields", t)
+        object.__setattr__(self, "_hash", hash(t))
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        return self is other or (type(other) is TableKey and self._fields == other._fields)
 
     def expect(self):
         """The header values a table saved on disk must have to serve this key."""
