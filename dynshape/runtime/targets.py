@@ -23,8 +23,11 @@ class Target:
         self.drivers = drivers
         self.array_types = tuple(array_types)
         self.description = description
-        #: ``driver(family, dtype)``: the compiled driver (the drivers' own ``get``)
-        self.driver = drivers.get
+
+    def driver(self, family, dtype):
+        """The compiled driver of ``(family, dtype)`` (looked up on every call, so that
+        tools and tests can wrap the drivers' ``get``)."""
+        return self.drivers.get(family, dtype)
 
     def __repr__(self):
         return f"<Target {self.name}: {self.description}>"
