@@ -28,17 +28,15 @@ tile spans whole rows (the entries' column tile covers the row).
 """
 import numpy as np
 from numba import njit, prange, types
-from numba.extending import overload
 
 from ..abi.common_area import (C_M, C_N, C_NOUTER, C_OPS, E_ANCH0, E_ANCH1, E_OFF0, E_OFF1,
                            OP_BLOCK, OP_SM, OP_SN)
-from . import rowwise
 from .elementwise import (SERIAL_ELEMENTS, _map_contig, _zip_contig, _zip_scalar_a,
                           _zip_scalar_b, gather_tile,
                           outer_offset, resolve, scatter_tile)
-from .reduce import LW, MAX, MEAN, N_CHUNKS, SUM, _ext_run, _sum_run, chunk_start, \
-    nan_max, nan_min
-from .rowwise import LAYER_NORM, LOG_SOFTMAX, SOFTMAX
+from ..abi.vocabulary import MAX, MEAN, SUM
+from .fused_tail import _partials, _reduce_block, _row_op, _store_sum, _sum_zero
+from .reduce_runs import LW, N_CHUNKS, chunk_start, nan_max, nan_min
 from .steps import (G_COL, G_OFF, G_ROW, K_CONST_L, K_CONST_R, K_SIDE_R, K_UNARY, MAX_SIDES,
                     P_ATTR, P_CODE, P_KIND, P_SIDE, apply_steps_range)
 
@@ -49,101 +47,6 @@ from ..abi.fused_table import (CHUNK, F_EPS, F_NSIDES, F_SIZE, F_SPLIT, F_T0,  #
 MAX_BLOCK = 16
 X_OP = 1
 SIDE_OP0 = 2
-
-
-# ---- row-wise tail on a contiguous row -------------------------------------------------------
-def _row_op(code, row, eps, lanes):
-    """In place: softmax / log_softmax / layer_norm / rms_norm of a contiguous row (float
-    rows; integer chains never get here, their overload is empty)."""
-
-
-@overload(_row_op)
-def _row_op_impl(code, row, eps, lanes):
-    if not isinstance(row.dtype, types.Float):
-        return lambda code, row, eps, lanes: None
-
-    def impl(code, row, eps, lanes):
-        n = row.shape[0]
-        if code == SOFTMAX or code == LOG_SOFTMAX:
-            m = np.float64(_ext_run(row, True, lanes))
-            s = rowwise._run(code, 1, row, row, row, row, m, 0.0, 0.0, False, False)
-            if code == SOFTMAX:
-                rowwise._run(code, 2, row, row, row, row, m, 0.0, 1.0 / s, False, False)
-            else:
-                rowwise._run(code, 2, row, row, row, row, m, np.log(s), 0.0, False, False)
-            return
-        if code == LAYER_NORM and row.itemsize == 4:
-            s1, s2 = rowwise._sum_and_sq(row)
-            c = s1 / n
-            var = max(s2 / n - c * c, 0.0)
-        else:
-            s1 = rowwise._run(code, 0, row, row, row, row, 0.0, 0.0, 0.0, False, False)
-            if code == LAYER_NORM:
-                c = s1 / n
-                var = rowwise._run(code, 1, row, row, row, row, 0.0, c, 0.0, False, False) / n
-            else:
-                c = 0.0
-                var = s1 / n
-        rowwise._run(code, 2, row, row, row, row, 0.0, c, 1.0 / np.sqrt(var + eps), False, False)
-    return impl
-
-
-# ---- reduction accumulators --------------------------------------------------------------------
-def _sum_zero(x):
-    """The sum accumulator of x's dtype: float64 for floats, int64 for integers."""
-
-
-@overload(_sum_zero)
-def _sum_zero_impl(x):
-    if isinstance(x.dtype, types.Float):
-        return lambda x: np.float64(0.0)
-    return lambda x: np.int64(0)
-
-
-def _store_sum(o, oi, of, k, acc, mean, count):
-    """Write a finished sum/mean to the output of its kind (see module docstring)."""
-
-
-@overload(_store_sum)
-def _store_sum_impl(o, oi, of, k, acc, mean, count):
-    if isinstance(o.dtype, types.Float):
-        def impl_f(o, oi, of, k, acc, mean, count):
-            o[k] = acc / count if mean else acc
-        return impl_f
-
-    def impl_i(o, oi, of, k, acc, mean, count):
-        if mean:
-            of[k] = np.float64(acc) / count
-        else:
-            oi[k] = acc
-    return impl_i
-
-
-@njit(cache=True, error_model="numpy")
-def _reduce_block(code, buf, off, n, acc, ext, first, lanes):
-    """Fold buf[off:off+n] into the running sum ``acc`` or extreme ``ext`` (``first``: the
-    extreme has no value yet)."""
-    v = buf[off:off + n]
-    if code == SUM or code == MEAN:
-        acc = _sum_run(v, acc)
-    else:
-        r = _ext_run(v, code == MAX, lanes)
-        if first:
-            ext = r
-        else:
-            ext = nan_max(ext, r) if code == MAX else nan_min(ext, r)
-    return acc, ext
-
-
-def _partials(x, n):
-    """Zeroed sum partials of x's accumulator type (float64 / int64)."""
-
-
-@overload(_partials)
-def _partials_impl(x, n):
-    if isinstance(x.dtype, types.Float):
-        return lambda x, n: np.zeros(n, dtype=np.float64)
-    return lambda x, n: np.zeros(n, dtype=np.int64)
 
 
 # ---- tiles ---------------------------------------------------------------------------------

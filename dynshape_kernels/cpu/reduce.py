@@ -42,6 +42,9 @@ from ..abi.tiles import REDUCE_TILES
 from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noqa: F401
                               SUM)
 from .elementwise import outer_offset, resolve
+from .reduce_runs import (LW, N_CHUNKS, _arg_run, _ext_run, _strictly_better, _sum_run,  # noqa: F401
+                          chunk_start, finish, nan_max, nan_min, red_offset, red_runs,
+                          strided)
 from .tiles import make_tile_geometry
 
 
@@ -51,168 +54,11 @@ from .tiles import make_tile_geometry
 # the 8-row tile serves output planes walked with a large column stride.
 N_SLOTS = len(REDUCE_TILES)
 
-LW = 256          # lanes of the max/min/arg LANES strategy
 _OPERANDS = 2     # output, input
 _RB = C_OPS + _OPERANDS * OP_BLOCK     # start of the reduction block
 
 
 tile_geometry = make_tile_geometry(REDUCE_TILES)
-
-
-# ---- work distribution ---------------------------------------------------------------------
-# A bucketed table's empty tail entries sit at its end, so prange's contiguous split of the
-# work items would hand all real work of a small table to the first thread. The drivers loop
-# over N_CHUNKS chunks instead; chunk c takes the items idx = r, r + N_CHUNKS, ... with r the
-# bit reversal of c, so that the contiguous block of chunks a thread gets (for any power-of-2
-# thread count up to N_CHUNKS) deals it the items cyclically: thread t runs idx = t mod T.
-N_CHUNKS = 64
-_CHUNK_BITS = 6
-
-
-@njit(cache=True)
-def chunk_start(c):
-    r = 0
-    for _ in range(_CHUNK_BITS):
-        r = (r << 1) | (c & 1)
-        c >>= 1
-    return r
-
-
-# ---- scalar primitives ---------------------------------------------------------------------
-def _fp_intrinsic(name):
-    @intrinsic
-    def fn(typingctx, a, b):
-        if not isinstance(a, types.Float) or a != b:
-            return None
-
-        def codegen(context, builder, signature, args):
-            fty = context.get_value_type(signature.return_type)
-            f = builder.module.declare_intrinsic(name, [fty], ir.FunctionType(fty, [fty, fty]))
-            return builder.call(f, args)
-        return a(a, b), codegen
-    return fn
-
-
-_llvm_maximum = _fp_intrinsic("llvm.maximum")   # NaN-propagating, vectorizes as a reduction
-_llvm_minimum = _fp_intrinsic("llvm.minimum")
-
-
-def nan_max(a, b):
-    """max(a, b), NaN if either is NaN (np.maximum); integers: plain max."""
-
-
-def nan_min(a, b):
-    """min(a, b), NaN if either is NaN (np.minimum); integers: plain min."""
-
-
-@overload(nan_max)
-def _nan_max(a, b):
-    if isinstance(a, types.Float):
-        return lambda a, b: _llvm_maximum(a, b)
-    return lambda a, b: a if a >= b else b
-
-
-@overload(nan_min)
-def _nan_min(a, b):
-    if isinstance(a, types.Float):
-        return lambda a, b: _llvm_minimum(a, b)
-    return lambda a, b: a if a <= b else b
-
-
-def finish(acc, mean, count):
-    """The stored value of a sum accumulator: divided by count for a mean (float only)."""
-
-
-@overload(finish)
-def _finish(acc, mean, count):
-    if isinstance(acc, types.Integer):
-        return lambda acc, mean, count: acc
-    return lambda acc, mean, count: acc / count if mean else acc
-
-
-@njit(cache=True)
-def strided(x, b, s, n):
-    """n elements of x from b with stride s (any sign, nonzero), as a view."""
-    return x[b::s][:n]
-
-
-@njit(cache=True)
-def red_offset(common, rb, k, nd_outer, op):
-    """Offset of the k-th outer reduced index (all reduced dims but the last) of operand op."""
-    off = 0
-    sb = rb + R_STR + op * MAX_RED
-    for d in range(nd_outer - 1, -1, -1):
-        sz = common[rb + R_SHAPE + d]
-        off += (k % sz) * common[sb + d]
-        k //= sz
-    return off
-
-
-@njit(cache=True)
-def red_runs(common, rb):
-    """(number of runs, run length, run stride of operand 0, outer dims) of the reduction."""
-    nd = common[rb + R_ND]
-    L = common[rb + R_SHAPE + nd - 1]
-    runs = common[rb + R_COUNT] // L if L > 0 else 0
-    return runs, L, nd - 1
-
-
-# ---- LANES: one output element reduces its runs ----------------------------------------------
-@njit(cache=True, fastmath={"reassoc"})
-def _sum_run(xv, acc):
-    for i in range(xv.shape[0]):
-        acc += xv[i]
-    return acc
-
-
-@njit(cache=True)
-def _ext_run(xv, ismax, lanes):
-    """max or min of a run (NaN-propagating); lanes is scratch of length LW."""
-    n = xv.shape[0]
-    r = xv[0]
-    if n < 2 * LW:
-        if ismax:
-            for i in range(n):
-                r = nan_max(r, xv[i])
-        else:
-            for i in range(n):
-                r = nan_min(r, xv[i])
-        return r
-    nr = n // LW
-    for k in range(LW):
-        lanes[k] = xv[k]
-    for q in range(1, nr):
-        row = xv[q * LW:(q + 1) * LW]
-        if ismax:
-            for k in range(LW):
-                lanes[k] = nan_max(lanes[k], row[k])
-        else:
-            for k in range(LW):
-                lanes[k] = nan_min(lanes[k], row[k])
-    for i in range(nr * LW, n):
-        r = nan_max(r, xv[i]) if ismax else nan_min(r, xv[i])
-    for k in range(LW):
-        r = nan_max(r, lanes[k]) if ismax else nan_min(r, lanes[k])
-    return r
-
-
-@njit(cache=True)
-def _strictly_better(ismax, v, a):
-    """v beats the current best a when it comes later in the order (first occurrence wins)."""
-    if v != v:
-        return a == a
-    return v > a if ismax else v < a
-
-
-@njit(cache=True)
-def _arg_run(xv, base, ismax, bv, bi):
-    """Update the best (value, flat index) with run xv of flat indices base, base+1, ..."""
-    for i in range(xv.shape[0]):
-        v = xv[i]
-        if _strictly_better(ismax, v, bv):
-            bv = v
-            bi = base + i
-    return bv, bi
 
 
 @njit(cache=True)

@@ -36,8 +36,8 @@ from ..abi.vocabulary import (LAYER_NORM, LOG_SOFTMAX, RMS_NORM, ROWWISE_OPS,  #
                               SOFTMAX)
 from . import mathfuncs
 from .elementwise import outer_offset, resolve
-from .reduce import (N_CHUNKS, _ext_run, _sum_run, chunk_start, nan_max, red_offset, red_runs,
-                     strided)
+from .reduce_runs import (N_CHUNKS, _ext_run, _sum_run, chunk_start, nan_max, red_offset,
+                          red_runs, strided)
 from .scalar_ops import cast_like
 from .tiles import make_tile_geometry
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if ROOT not in sys.path:                 # bench/ is not installed: import it from the tree
     sys.path.insert(0, ROOT)
 

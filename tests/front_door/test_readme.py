@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 README = (ROOT / "README.md").read_text()
 CI = (ROOT / ".ci" / "run").read_text()
 
