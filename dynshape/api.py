@@ -4,6 +4,7 @@ import numpy as np
 
 from dynshape import ops
 from dynshape.errors import ArgumentError, DtypeError, SettingError
+from dynshape.planning import calibration
 from dynshape.runtime import config
 from dynshape.runtime.executor import _EXECUTORS, executor_of
 from dynshape.runtime.targets import get_target
@@ -127,6 +128,7 @@ def set_table_dir(path):
     and save every optimized table they build; "simplified" ignores the directory. A file
     that is corrupt or from another catalog is ignored with a TableStoreWarning and rebuilt."""
     config.set_table_dir(path)
+    calibration.apply()         # this host's calibration may live in the new directory
 
 
 def table_dir():
@@ -150,3 +152,6 @@ def last_table():
     table or the optimized one swapped in later (``last_table().variant``). A call with an
     empty result runs no table and leaves it unchanged."""
     return config.cache.last_table()
+
+
+calibration.apply()

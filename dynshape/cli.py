@@ -141,11 +141,11 @@ def _dispatch(args, dynshape):
     elif args.cmd == "calibrate":
         from dataclasses import asdict
 
-        from dynshape.planning import calibration, cost_model
+        from dynshape.planning import calibration
         dynshape.warm(["unary"], ["float32"], progress=sys.stdout)
-        model = cost_model.calibrate()
+        model = calibration.measure()
         path = calibration.save(model, args.out)
-        cost_model.reload()
+        calibration.apply()
         for k, v in asdict(model).items():
             print(f"  {k:12s} {v}")
         print(f"calibration written to {path}")

@@ -66,6 +66,9 @@ def verify(path, trusted_keys=None, allow_unsigned=False):
 def _verify(path, trusted_keys, allow_unsigned, snapshot=None):
     """``(manifest, signer)``, see :func:`verify`. With ``snapshot`` (a private directory),
     the files are copied there as they are hashed: the copy holds the bytes verified."""
+    if os.path.isfile(path):
+        raise PackageError(f"{path}: a file, not a kernel package; a package is the directory "
+                           f"`dynshape pregenerate --out DIR` writes")
     if not os.path.isdir(path):
         raise PackageError(f"{path}: not a kernel package (no such directory)")
     raw = _read(os.path.join(path, MANIFEST))

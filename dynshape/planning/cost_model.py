@@ -4,11 +4,10 @@ The model prices a table at a given shape: per work item (entry x outer index) a
 per row of a tile a fixed cost, per element a cost that depends on the path (contiguous
 vector loop, strided gather/scatter, discard scratch), and a parallel makespan over the
 driver's threads. ``dynshape calibrate`` measures the constants on the host that runs them
-(:mod:`dynshape.planning.calibration` says where they are kept); without a calibration the
-defaults below are used and ``explain`` says so.
+and :mod:`dynshape.planning.calibration` applies them; without a calibration the defaults
+below are used and ``explain`` says so.
 """
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -60,103 +59,4 @@ def use(model, source):
     MODEL, SOURCE = model, source
 
 
-def reload():
-    """Read this host's calibration again (after ``dynshape calibrate`` or a new table
-    directory)."""
-    from dynshape.planning import calibration
-    use(*calibration.load())
-
-
 MODEL, SOURCE = CostModel(), "defaults"
-reload()
-
-
-def calibrate(repeats=9):
-    """Measure the constants by running the float32 unary driver on crafted tables.
-
-    Each constant comes from a case where it dominates: empty entries (entry_ns), one-element
-    rows (row_ns), long contiguous rows in cache (vec_ns), a transposed copy walked by row
-    tiles and by 16x64 tiles (gather_ns and line_ns), DISCARD tails (discard_ns, alloc_ns).
-    """
-    import time
-
-    import numba
-    from dynshape_kernels import drivers
-    from dynshape_kernels.catalog import CATALOG
-    from dynshape_kernels.abi.tail_mode import DISCARD
-
-    from dynshape.runtime.layout import plane
-    from dynshape.tables.param_table import ParamTable
-
-    threads = numba.get_num_threads()
-    drv = drivers.get("unary", "float32")
-    attrs = np.zeros(2, np.float32)
-
-    def run(x, out, shape, strides, t0, t1, entries):
-        t = ParamTable("unary", "relu", "float32", "cpu", CATALOG.hash, ((0, 1), (0, 1)),
-                       entries, np.zeros(0), 2, CATALOG.family_base("unary", "float32"), 0,
-                       "simplified", 0.0)
-        p = plane(shape, strides)
-        common = t.bind(p, [0, 0])
-        xb, ob = x.reshape(-1), out.reshape(-1)
-        drv(xb, ob, common, t.entries, attrs)
-        best = float("inf")
-        for _ in range(repeats):
-            s = time.perf_counter()
-            drv(xb, ob, common, t.entries, attrs)
-            best = min(best, time.perf_counter() - s)
-        return best * 1e9 * threads          # ns of work summed over threads
-
-    def grid(m, n, t0, t1, mode=2):
-        kid = CATALOG.kernel_id("unary", "relu", "float32",
-                                [k[:2] for k in CATALOG.families["unary"].tiles].index((t0, t1)))
-        r = np.arange(0, m, t0)
-        c = np.arange(0, n, t1)
-        e = np.zeros((len(r) * len(c), 7), np.int64)
-        e[:, 0] = kid
-        e[:, 1] = e[:, 2] = mode
-        e[:, 3] = np.repeat(r, len(c))
-        e[:, 5] = np.tile(c, len(r))
-        return e
-
-    n = 1 << 18
-    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
-    o = np.empty_like(x)
-    flat = [(1,), (1,)]
-    e_long = grid(1, n, 1, 16384)
-    vec = run(x, o, (n,), flat, 1, 16384, e_long) / n
-    empty = grid(1, n, 1, 512)
-    empty[:, 5] += 10 * n                       # every entry resolves to nothing
-    entry = run(x, o, (n,), flat, 1, 512, empty) / len(empty)
-    rows = x.reshape(-1, 1)[: 1 << 15]
-    e_rows = grid(1 << 15, 1, 16, 64)
-    row = max(run(rows, o[: 1 << 15].reshape(-1, 1), rows.shape, [(1, 1), (1, 1)], 16, 64,
-                  e_rows) / (1 << 15) - vec - entry / 16, 0.1)
-    a = np.random.default_rng(1).standard_normal((1024, 1024)).astype(np.float32)
-    out = np.empty_like(a)
-    tr = [(1, 1024), (1024, 1)]
-    per_row_tiles = (run(a, out, a.shape, tr, 1, 512, grid(1024, 1024, 1, 512)) / a.size
-                     - row / 512)
-    per_square = run(a, out, a.shape, tr, 16, 64, grid(1024, 1024, 16, 64)) / a.size \
-        - row / 64 - entry / 1024
-    line_elems = 16
-    # row tiles: gather + line; 16-row tiles: gather + line / 16
-    line = max((per_row_tiles - per_square) * line_elems / (line_elems - 1), 0.0)
-    gather = max(per_row_tiles - line, vec)
-    # DISCARD: 1024 outer rows of 256 valid columns in a 1x512 tile (a half-valid tail each)
-    base = np.random.default_rng(2).standard_normal((1024, 512)).astype(np.float32)
-    xo = base[:, :256]
-    oo = np.empty_like(base)[:, :256]
-    d = run(base, oo.base, xo.shape, [(512, 1), (512, 1)], 1, 512, grid(1, 256, 1, 512, DISCARD))
-    discard = max((d / 1024 - entry - 512 * vec - 60.0) / (2 * 256), 0.05)
-    return CostModel(entry_ns=round(entry, 2), row_ns=round(row, 2), vec_ns=round(vec, 4),
-                     gather_ns=round(gather, 3), line_ns=round(line, 3),
-                     line_elems=line_elems, discard_ns=round(discard, 3), alloc_ns=60.0,
-                     threads=threads)
-
-
-if __name__ == "__main__":
-    from dynshape.planning import calibration
-    m = calibrate()
-    print(json.dumps(asdict(m), indent=1))
-    print("written to", calibration.save(m))

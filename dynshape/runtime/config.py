@@ -80,11 +80,8 @@ def config_dir():
 
 
 def set_table_dir(path):
-    """Persist tables under ``path`` (created when the first table is saved); None: don't.
-    The cost model reads this host's calibration from there when it has one."""
+    """Persist tables under ``path`` (created when the first table is saved); None: don't."""
     cache.store = None if path is None else TableStore(path)
-    from dynshape.planning import cost_model
-    cost_model.reload()
 
 
 def table_dir():

@@ -104,6 +104,8 @@ def _no_steps(dt):
 
 class ConvExecutor(Executor):
     name = family = FAMILY
+    calibrated = False
+    model_note = "built-in constants of the conv planner (not measured by dynshape calibrate yet)"
 
     def signature(self, launch):
         x, w, b = launch.inputs

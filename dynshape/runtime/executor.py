@@ -13,6 +13,7 @@ compilation happens once the target's drivers are loaded (invariant 2).
 import numpy as np
 
 from dynshape.errors import SettingError
+from dynshape.planning import cost_model
 from dynshape.runtime import config
 from dynshape.runtime.layout import element_strides
 from dynshape.runtime.memo import Memo
@@ -63,6 +64,10 @@ class Executor:
     the kernel family whose driver runs (None: the launch's own family)."""
     name = None
     family = None           # None: the launch's family (one executor for several families)
+    #: whether the family's planner prices tables with the calibrated cost model; if not,
+    #: ``model_note`` says what it uses
+    calibrated = True
+    model_note = ""
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -104,7 +109,14 @@ class Executor:
     def lookup(self, launch, geo, key):
         """The table of ``key``: cached, saved on disk or built, per the policy in force."""
         return config.cache.get_or_build(
-            key, lambda variant: self.build(launch, geo, key, variant), expect=key.expect())
+            key, lambda variant: self._build(launch, geo, key, variant),
+            policy=config.current_policy(), expect=key.expect())
+
+    def _build(self, launch, geo, key, variant):
+        table = self.build(launch, geo, key, variant)
+        table.meta.setdefault("cost_model", cost_model.SOURCE if self.calibrated else
+                              self.model_note)
+        return table
 
     # ---- hooks -------------------------------------------------------------------------
     def operands(self, launch, explain=False):

@@ -63,6 +63,8 @@ def _plane_keep_last(shape, strides):
 
 class FusedExecutor(Executor):
     name = family = "fused"
+    calibrated = False
+    model_note = "none: one tile shape per chain"
 
     def signature(self, launch):
         x, *arrs = launch.inputs

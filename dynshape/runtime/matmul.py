@@ -77,6 +77,8 @@ class MatmulExecutor(Executor):
     """The memo skips geometry, key and lookup; every call binds its own per-batch offsets
     (``call``), so nothing else is memoized."""
     name = family = "matmul"
+    calibrated = False
+    model_note = "per-slot rates measured on the project's machine (not measured by dynshape calibrate yet)"
 
     def signature(self, launch):
         a, b = launch.inputs

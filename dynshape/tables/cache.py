@@ -95,12 +95,12 @@ class TableCache:
         """The table of ``key``: cached, else loaded from the store, else built.
 
         ``build(variant)`` returns a new ParamTable for ``variant`` "simplified" or
-        "optimized"; ``policy`` defaults to ``config.current_policy()``; ``expect``: attribute
+        "optimized"; ``policy``: the policy in force (the executor passes
+        ``config.current_policy()``; default "background"); ``expect``: attribute
         values a table loaded from disk must have (see ``TableStore.load``). Safe to call from
         several threads: concurrent misses of one key end with one cached table."""
         if policy is None:
-            from dynshape.runtime import config
-            policy = config.current_policy()
+            policy = "background"
         table = self.get(key)
         if table is not None:
             if policy == "warmup":

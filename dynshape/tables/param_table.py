@@ -103,7 +103,7 @@ class ParamTable:
                  f"  bucket: rows {lo0 + 1}..{hi0}, columns {lo1 + 1}..{hi1}"
                  + (f"; built for plane {self.shape[0]}x{self.shape[1]}" if self.shape else ""),
                  f"  {len(self)} entries, model cost {self.cost / 1e3:.2f} us: {self.description}",
-                 f"  cost model: {_cost_model_source()}"]
+                 f"  cost model: {self.meta.get('cost_model', 'not recorded')}"]
         from dynshape.tables.geometry import call_lines
         lines += call_lines(self)
         tiles = {}
@@ -202,11 +202,6 @@ class ParamTable:
             raise TableFormatError("anchors must be 0 (start) or 1 (end)")
         if len(e) and e[:, [E_OFF0, E_OFF1]].min() < 0:
             raise TableFormatError("negative offsets in entries")
-
-
-def _cost_model_source():
-    from dynshape.planning import cost_model
-    return cost_model.SOURCE
 
 
 def bind_common(plane, offsets, n_operands, id_base=0, op_base=0):
