@@ -28,7 +28,7 @@ from dynshape.tables.pool_table import PoolTable
 FAMILY = "pool"
 
 
-def _plane(launch):
+def pool_plane(launch):
     """Output plane: outer (N, C) merged where both operands allow, inner (OH, OW)."""
     out, x = launch.out, launch.inputs[0]
     ost, xst = element_strides(out), element_strides(x)
@@ -64,7 +64,7 @@ class PoolExecutor(Executor):
                 launch.extra["geometry"].key(), out.shape, out.strides, x.shape, x.strides)
 
     def geometry(self, launch):
-        return _plane(launch)
+        return pool_plane(launch)
 
     def key(self, launch, p, target):
         g = launch.extra["geometry"]

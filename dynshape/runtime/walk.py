@@ -117,7 +117,7 @@ class WalkExecutor(Executor):
 
 
 # ---- reduce ------------------------------------------------------------------------------
-def _reduce_geometry(launch):
+def reduce_geometry(launch):
     """Walk of a reduction: kept plane over (out, x), reduced dims of x."""
     x = launch.inputs[0]
     out = launch.out
@@ -160,7 +160,7 @@ class ReduceExecutor(WalkExecutor):
                 launch.extra["outkind"], out.shape, out.strides, x.shape, x.strides)
 
     def geometry(self, launch):
-        p, red, count, strategy, delta = _reduce_geometry(launch)
+        p, red, count, strategy, delta = reduce_geometry(launch)
         return Walk(p, red, count, strategy, 1, delta)
 
     def bind(self, launch, g, table):
@@ -183,7 +183,7 @@ class ReduceExecutor(WalkExecutor):
 _PASSES = {"softmax": 3, "log_softmax": 3, "layer_norm": 3, "rms_norm": 2}
 
 
-def _rowwise_geometry(launch):
+def rowwise_geometry(launch):
     """Kept plane over (out, x, weight, bias) and the normalized dims' reduction block.
 
     weight and bias arrive with exactly the normalized shape (the spec materializes them), or
@@ -223,7 +223,7 @@ class RowwiseExecutor(WalkExecutor):
                 *[(a.shape, a.strides) for a in launch.inputs])
 
     def geometry(self, launch):
-        p, red, count, strategy = _rowwise_geometry(launch)
+        p, red, count, strategy = rowwise_geometry(launch)
         return Walk(p, red, count, strategy, _PASSES[launch.op])
 
     def bind(self, launch, g, table):

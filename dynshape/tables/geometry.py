@@ -302,13 +302,13 @@ def _walked(call, shape, axes, kept_plane):
 
 
 def _reduce_family(table, call):
-    from dynshape.runtime.walk import _reduce_geometry, _rowwise_geometry
+    from dynshape.runtime.walk import reduce_geometry, rowwise_geometry
     launch = call.launch
     x = launch.inputs[0]
     shape = tuple(x.shape)
     axes = tuple(sorted(launch.extra["axes"]))
-    p = (_reduce_geometry(launch) if call.executor == "reduce"
-         else _rowwise_geometry(launch))[0]
+    p = (reduce_geometry(launch) if call.executor == "reduce"
+         else rowwise_geometry(launch))[0]
     kept = tuple(d for d in range(len(shape)) if d not in axes)
     note, walk = _walked(call, shape, axes, p)
     return _geom(table, call, shape, kept, p, _plane_rows(table, p), [note], walk)

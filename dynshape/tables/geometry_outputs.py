@@ -11,9 +11,9 @@ from dynshape.tables.geometry import Geometry, Piece, _counts, _dims, _geom, _pl
 
 
 def pool_family(table, call):
-    from dynshape.runtime.pool import _plane
+    from dynshape.runtime.pool import pool_plane
     launch = call.launch
-    p = _plane(launch)
+    p = pool_plane(launch)
     shape = tuple(launch.out.shape)
     rows = _plane_rows(table, p)
     g = launch.extra["geometry"]
