@@ -116,13 +116,9 @@ def main(argv=None):
 def _dispatch(args, dynshape):
     if args.cmd == "pregenerate":
         from dynshape.packages.build import TARGETS, build
-        try:
-            build(args.out, args.family, args.dtype, tuple(args.target or TARGETS),
-                  cache_dir=args.cache, fresh=args.fresh, force=args.force,
-                  verify_load=not args.no_check, sign_key=args.sign)
-        except dynshape.DynshapeError as exc:
-            print(f"dynshape: {exc}", file=sys.stderr)
-            return 2
+        build(args.out, args.family, args.dtype, tuple(args.target or TARGETS),
+              cache_dir=args.cache, fresh=args.fresh, force=args.force,
+              verify_load=not args.no_check, sign_key=args.sign)
         return 0
     if args.cmd == "demo":
         from dynshape.demo import main as demo
@@ -178,13 +174,12 @@ def _print_ops(dynshape, families=None):
 
 
 def _print_catalog(dynshape):
-    from dynshape_kernels import drivers
+    from dynshape.warming import driver_families
     print(dynshape.CATALOG.describe())
-    others = [f for f in drivers.registered() if f not in dynshape.CATALOG.families
-              and drivers.declared_dtypes(f) is not None]
-    for f in others:
-        print(f"  {f:8s} cpu: one driver per dtype ({', '.join(drivers.declared_dtypes(f))}) "
-              f"running step programs of the kernels above tile by tile (dynshape.fuse)")
+    for f, dtypes in driver_families().items():
+        if f not in dynshape.CATALOG.families:
+            print(f"  {f:8s} cpu: one driver per dtype ({', '.join(dtypes)}) running step "
+                  f"programs of the kernels above tile by tile (dynshape.fuse)")
 
 
 def _keys(args):

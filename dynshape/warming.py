@@ -22,7 +22,7 @@ from dynshape_kernels.catalog import CATALOG
 from dynshape.errors import SettingError
 
 
-def _families():
+def driver_families():
     """family -> the dtypes its driver is built for (catalog families, then the others
     whose drivers declare their dtypes, like the fused-sequence driver)."""
     from dynshape_kernels import drivers
@@ -35,7 +35,7 @@ def _families():
 
 def plan(families=None, dtypes=None):
     """The (family, dtype) driver pairs ``warm`` loads, in order, without duplicates."""
-    known = _families()
+    known = driver_families()
     pairs = []
     for fam in families or known:
         if fam not in known:

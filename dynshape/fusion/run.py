@@ -14,18 +14,12 @@ from dynshape.fusion.parse import _LEAD_INPUT, _LEADS, _parse_step
 from dynshape.ops.attributes import is_number as _is_number
 from dynshape.fusion.program import build_program
 from dynshape.ops import Launch, as_array, check_out, is_planning, new_output
-from dynshape.runtime.fused import FUSED, dummy
+from dynshape.runtime.fused import FUSED, _readonly, dummy
 from dynshape.runtime.layout import broadcast_strides, coalesce, element_strides, flat_view, same_view
 from dynshape.tables.fused_table import FusedTable  # noqa: F401  (the table class of the family)
 
 DTYPES = ("float32", "float64", "int32", "int64")
 _DTYPE_NAMES = {np.dtype(d): d for d in DTYPES}
-
-
-def _readonly(a):
-    v = a.view()
-    v.flags.writeable = False
-    return v
 
 
 class Fused:
