@@ -6,7 +6,9 @@ from dynshape import ops
 from dynshape.errors import ArgumentError, DtypeError, SettingError
 from dynshape.planning import calibration
 from dynshape.runtime import config
+from dynshape.runtime import replay
 from dynshape.runtime.executor import _EXECUTORS, executor_of
+from dynshape.runtime.replay import REPLAY
 from dynshape.runtime.targets import get_target
 
 
@@ -19,13 +21,23 @@ def run(op, *arrays, out=None, target=None, **attrs):
     "cpu" for NumPy arrays). ``op`` may also be an object with a ``__dynshape_run__`` method
     (a fused sequence, ``dynshape.fuse``), which then runs the call.
     """
-    if not isinstance(op, str) and hasattr(op, "__dynshape_run__"):
+    sig = None
+    if target is None and type(op) is str:
+        sig = replay.signature(op, arrays, out, attrs)
+        if sig is not None:
+            result = REPLAY.run(sig, arrays, out)
+            if result is not None:
+                return result
+    elif not isinstance(op, str) and hasattr(op, "__dynshape_run__"):
         return op.__dynshape_run__(*arrays, out=out, **attrs)
     spec = ops.get(op)
     launch = spec.prepare(arrays, out, attrs)
     if target is not None:
         launch.target = get_target(target).name
-    result = (_EXECUTORS.get(spec.executor) or executor_of(spec.executor)).run(launch)
+    executor = _EXECUTORS.get(spec.executor) or executor_of(spec.executor)
+    result = executor.run(launch)
+    if sig is not None:
+        REPLAY.record(sig, executor, launch, arrays, out)
     if launch.finalize is not None:
         result = launch.finalize(result)
     return result

@@ -14,7 +14,9 @@ from dynshape.fusion.parse import _LEAD_INPUT, _LEADS, _parse_step
 from dynshape.ops.attributes import is_number as _is_number
 from dynshape.fusion.program import build_program
 from dynshape.ops import Launch, as_array, check_out, is_planning, new_output
+from dynshape.runtime import replay
 from dynshape.runtime.fused import FUSED, _readonly, dummy
+from dynshape.runtime.replay import REPLAY
 from dynshape.runtime.layout import broadcast_strides, coalesce, element_strides, flat_view, same_view
 from dynshape.tables.fused_table import FusedTable  # noqa: F401  (the table class of the family)
 
@@ -95,7 +97,17 @@ class Fused:
                 raise ArgumentError(f"{self!r} starts with {self.lead.op}: call it as "
                                     f"f({ab}, *sides, **sides)")
             return _execute_lead(self, x, sides[0], sides[1:], named, out)
-        return _execute(self, x, sides, named, out, explain=False)
+        arrays = (x, *sides, *named.values())
+        sig = replay.signature((self, tuple(named)), arrays, out, None)
+        if sig is not None:
+            result = REPLAY.run(sig, arrays, out)
+            if result is not None:
+                return result
+        ran = []
+        result = _execute(self, x, sides, named, out, explain=False, ran=ran)
+        if sig is not None and ran:
+            REPLAY.record(sig, FUSED, ran[0], arrays, out)
+        return result
 
     run = __call__
 
@@ -196,7 +208,7 @@ def _out_shape(fused, shape):
     return shape[:-1] + (1,) if keep else shape[:-1]
 
 
-def _execute(fused, x, sides, named, out, explain):
+def _execute(fused, x, sides, named, out, explain, ran=None):
     x = x if isinstance(x, np.ndarray) else as_array(x, "fused input x")
     dtype = _DTYPE_NAMES.get(x.dtype)
     if dtype is None:
@@ -242,7 +254,7 @@ def _execute(fused, x, sides, named, out, explain):
         return result
     x = x if element_strides(x) is not None else np.ascontiguousarray(x)
     arrs = [a if element_strides(a) is not None else np.ascontiguousarray(a) for a in arrs]
-    table = _launch(fused, prog, dtype, x, arrs, out, shape, explain)
+    table = _launch(fused, prog, dtype, x, arrs, out, shape, explain, ran)
     return table if explain else result
 
 
@@ -363,14 +375,19 @@ def _empty_result(fused, prog, out, shape):
     return out
 
 
-def _launch(fused, prog, dtype, x, arrs, out, shape, explain):
-    """Run (or explain) one fused call through the fused executor."""
+def _launch(fused, prog, dtype, x, arrs, out, shape, explain, ran=None):
+    """Run (or explain) one fused call through the fused executor (the launch run is
+    appended to ``ran`` when given)."""
     launch = Launch("fused", "fused", dtype, out, [x] + list(arrs), out,
-                    extra={"fused": fused, "prog": prog, "shape": shape})
+                    extra={"fused": fused, "prog": prog, "shape": shape,
+                           # integer pow validates its exponents' values: never replayed
+                           "reads_data": dtype.startswith("int") and "pow" in fused.raw_key})
     if explain:
         table = FUSED.explain(launch)
         from dynshape.tables.geometry import fused_call
         table.call = fused_call(fused, x, arrs, out, shape, FUSED.geometry(launch))
         return table
     FUSED.run(launch)
+    if ran is not None:
+        ran.append(launch)
     return None

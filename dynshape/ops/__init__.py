@@ -52,7 +52,7 @@ class Launch:
     attribute array as its driver reads it (``fattrs``), whether OVERLAP tails are allowed,
     the attributes that change the table (part of the cache key)."""
     __slots__ = ("family", "op", "dtype", "out", "inputs", "result", "fattrs", "overlap_ok",
-                 "table_attrs", "finalize", "extra", "target")
+                 "table_attrs", "finalize", "extra", "target", "ran")
 
     def __init__(self, family, op, dtype, out, inputs, result, fattrs=None, overlap_ok=True,
                  table_attrs=(), finalize=None, extra=None):
@@ -68,6 +68,7 @@ class Launch:
         self.finalize = finalize
         self.extra = extra if extra is not None else {}
         self.target = "cpu"
+        self.ran = None         # (key, table, bound) once an executor has run it
 
 
 class OpSpec:

@@ -173,8 +173,11 @@ class BinarySpec(OpSpec):
         out = _output(self.name, out, shape, res)
         a, alias_a = _unalias(out, a)
         b, alias_b = _unalias(out, b)
+        # integer pow validates its exponents' values: such a call is never replayed
         return Launch(self.family, self.name, name, out, [a, b], out, None,
-                      not (alias_a or alias_b))
+                      not (alias_a or alias_b),
+                      extra={"reads_data": True} if self.name == "pow" and res.kind == "i"
+                      else None)
 
 
 def _unary_spec(u):

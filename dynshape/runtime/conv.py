@@ -30,6 +30,7 @@ from dynshape_kernels.abi.tiles import CONV_TILES
 from dynshape.errors import SettingError
 from dynshape.planning.conv import build_table
 from dynshape.runtime.executor import Executor, register_executor
+from dynshape.runtime.targets import get_target
 from dynshape.runtime.layout import element_strides, flat_view
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
@@ -144,6 +145,27 @@ class ConvExecutor(Executor):
         prog, pattrs, sides, cgeo = launch.extra.get("steps") or _no_steps(dt)
         driver(ops[0][0], wbuf, ops[3][0], ops[2][0], ops[1][0], common, table.entries,
                launch.fattrs, prog, pattrs, sides, cgeo)
+
+    def replay(self, launch, arrays, table, common):
+        x, w, b = launch.inputs
+        if (len(arrays) not in (2, 3) or x is not arrays[0] or w is not arrays[1]
+                or (b is not arrays[2] if len(arrays) == 3 else b is not None)
+                or launch.extra["residual"] is not None or "steps" in launch.extra
+                or x.size == 0 or w.size == 0 or (b is not None and b.size == 0)):
+            return None
+        target, dt = get_target(launch.target), launch.dtype
+        entries, fattrs, nth = table.entries, launch.fattrs, numba.get_num_threads()
+        prog, pattrs, sides, cgeo = _no_steps(launch.out.dtype)
+        dummy = np.zeros(1, launch.out.dtype)
+
+        def go(arrays, out):
+            if _forced_slot.get() is not None or numba.get_num_threads() != nth:
+                return False
+            bbuf = flat_view(arrays[2])[0] if len(arrays) == 3 else dummy
+            target.driver(FAMILY, dt)(flat_view(arrays[0])[0], arrays[1].reshape(-1), bbuf,
+                                      dummy, flat_view(out)[0], common, entries, fattrs, prog,
+                                      pattrs, sides, cgeo)
+        return go
 
 
 def _operands(launch, dt):

@@ -83,7 +83,7 @@ class Executor:
                 return early
         target = _TARGETS.get(launch.target) or get_target(launch.target)
         sig = self.signature(launch)
-        table, bound = MEMO.get(sig) if sig is not None else (None, None)
+        table, bound, key = MEMO.get(sig) if sig is not None else (None, None, None)
         if table is None:
             if element_strides(launch.out) is None:
                 return via_temporary_out(launch, self.run)
@@ -96,6 +96,7 @@ class Executor:
         driver = target.driver(self.family or launch.family, launch.dtype)
         self.call(driver, launch, table, bound)
         config.counters["driver_calls"] += 1
+        launch.ran = (key, table, bound)
         return launch.result
 
     def explain(self, launch):
@@ -149,3 +150,10 @@ class Executor:
 
     def call(self, driver, launch, table, bound):
         raise NotImplementedError
+
+    def replay(self, launch, arrays, table, bound):
+        """``go(arrays, out)``: this call again on other arrays of the same layout (see
+        ``runtime/replay.py``), calling the driver with everything but the arrays' buffers
+        fixed; it may return False to send a call down the full path. None (the default):
+        no replay, every call takes the full path."""
+        return None

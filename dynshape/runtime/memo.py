@@ -20,13 +20,14 @@ class Memo:
         cache.on_clear(self.clear)
 
     def get(self, sig):
-        """(table, bound) memoized for this exact layout, or (None, None). A hit touches the
-        cache (recency, hit count); a miss counts nothing: the lookup that follows does."""
+        """(table, bound, key) memoized for this exact layout, or (None, None, None). A hit
+        touches the cache (recency, hit count); a miss counts nothing: the lookup that
+        follows does."""
         hit = self._entries.get(sig)
         if hit is None:
-            return None, None
+            return None, None, None
         table = self.cache.get(hit[0], count_miss=False)
-        return (table, hit[1]) if table is not None else (None, None)
+        return (table, hit[1], hit[0]) if table is not None else (None, None, None)
 
     def put(self, sig, key, bound):
         with self._lock:

@@ -10,6 +10,8 @@ from dynshape_kernels.catalog import CATALOG
 
 from dynshape.planning.plane import Tiling
 from dynshape.runtime.executor import Executor, register_executor
+from dynshape.runtime.replay import same_operands
+from dynshape.runtime.targets import get_target
 from dynshape.runtime.layout import (Plane, broadcast_strides, check_outer, element_strides,
                                      flat_view, plane)
 from dynshape.tables.bucket import bucket
@@ -96,6 +98,23 @@ class PlaneExecutor(Executor):
         if launch.fattrs is not None:
             args.append(launch.fattrs)
         driver(*args)
+
+    def replay(self, launch, arrays, table, common):
+        if not same_operands(launch, arrays):
+            return None
+        target, fam, dt = get_target(launch.target), launch.family, launch.dtype
+        entries, fattrs = table.entries, launch.fattrs
+        if len(arrays) == 1:
+            def go(arrays, out):
+                target.driver(fam, dt)(flat_view(arrays[0])[0], flat_view(out)[0], common,
+                                       entries, fattrs)
+        elif fattrs is None:
+            def go(arrays, out):
+                target.driver(fam, dt)(flat_view(arrays[0])[0], flat_view(arrays[1])[0],
+                                       flat_view(out)[0], common, entries)
+        else:
+            return None
+        return go
 
 
 PLANE = register_executor(PlaneExecutor())

@@ -20,6 +20,8 @@ from dynshape_kernels.catalog import CATALOG
 
 from dynshape.planning.pool import PoolTiling
 from dynshape.runtime.executor import Executor, register_executor
+from dynshape.runtime.replay import same_operands
+from dynshape.runtime.targets import get_target
 from dynshape.runtime.layout import Plane, check_outer, coalesce, element_strides, flat_view
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
@@ -102,6 +104,16 @@ class PoolExecutor(Executor):
 
     def call(self, driver, launch, table, common):
         driver(flat_view(launch.inputs[0])[0], flat_view(launch.out)[0], common, table.entries)
+
+    def replay(self, launch, arrays, table, common):
+        if not same_operands(launch, arrays):
+            return None
+        target, dt = get_target(launch.target), launch.dtype
+        entries = table.entries
+
+        def go(arrays, out):
+            target.driver(FAMILY, dt)(flat_view(arrays[0])[0], flat_view(out)[0], common, entries)
+        return go
 
 
 POOL = register_executor(PoolExecutor())

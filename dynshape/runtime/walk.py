@@ -18,6 +18,8 @@ from dynshape_kernels.catalog import CATALOG
 from dynshape.errors import ShapeError
 from dynshape.planning.walk import WalkTiling
 from dynshape.runtime.executor import Executor, register_executor
+from dynshape.runtime.replay import same_operands
+from dynshape.runtime.targets import get_target
 from dynshape.runtime.layout import check_outer, coalesce, element_strides, flat_view, plane
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
@@ -178,6 +180,20 @@ class ReduceExecutor(WalkExecutor):
         bufs = [obuf if k == slot else bufs[k] for k in range(3)]
         driver(xbuf, bufs[0], bufs[1], bufs[2], common, table.entries)
 
+    def replay(self, launch, arrays, table, common):
+        if not same_operands(launch, arrays) or arrays[0].size == 0:
+            return None
+        target, dt = get_target(launch.target), launch.dtype
+        entries, slot = table.entries, launch.extra["outkind"]
+        bufs = list(launch.extra["placeholders"])
+
+        def go(arrays, out):
+            b = bufs.copy()
+            b[slot] = flat_view(out)[0]
+            target.driver("reduce", dt)(flat_view(arrays[0])[0], b[0], b[1], b[2], common,
+                                        entries)
+        return go
+
 
 # ---- rowwise -----------------------------------------------------------------------------
 _PASSES = {"softmax": 3, "log_softmax": 3, "layer_norm": 3, "rms_norm": 2}
@@ -235,6 +251,20 @@ class RowwiseExecutor(WalkExecutor):
     def call(self, driver, launch, table, common):
         x, w, b = (flat_view(a)[0] for a in launch.inputs)
         driver(x, w, b, flat_view(launch.out)[0], common, table.entries, launch.fattrs)
+
+    def replay(self, launch, arrays, table, common):
+        ex = launch.extra
+        if (ex["has_w"] or ex["has_b"] or len(arrays) != 1 or launch.inputs[0] is not arrays[0]
+                or arrays[0].size == 0):
+            return None
+        target, op, dt = get_target(launch.target), launch.op, launch.dtype
+        entries, fattrs = table.entries, launch.fattrs
+        w, b = (flat_view(a)[0] for a in launch.inputs[1:])
+
+        def go(arrays, out):
+            target.driver("rowwise", dt)(flat_view(arrays[0])[0], w, b, flat_view(out)[0],
+                                         common, entries, fattrs)
+        return go
 
 
 REDUCE = register_executor(ReduceExecutor())

@@ -134,21 +134,23 @@ def _shift(xv, ov, m, c):
 
 
 @njit(cache=True)
-def _norm_write(xv, ov, wv, bv, c, a, hw, hb):
-    """ov = (xv - c) * a [* wv] [+ bv]; c = 0 for rms_norm."""
+def _norm_write(xv, ov, wv, bv, c, lo, a, hw, hb):
+    """ov = ((xv - c) - lo) * a [* wv] [+ bv]: the centre in two parts of the input's
+    precision (c + lo), so that the deviations of float32 rows whose mean is large against
+    their spread keep float64's centre (x - c is exact near c); c = lo = 0 for rms_norm."""
     n = xv.shape[0]
     if hw and hb:
         for i in range(n):
-            ov[i] = (xv[i] - c) * a * wv[i] + bv[i]
+            ov[i] = ((xv[i] - c) - lo) * a * wv[i] + bv[i]
     elif hw:
         for i in range(n):
-            ov[i] = (xv[i] - c) * a * wv[i]
+            ov[i] = ((xv[i] - c) - lo) * a * wv[i]
     elif hb:
         for i in range(n):
-            ov[i] = (xv[i] - c) * a + bv[i]
+            ov[i] = ((xv[i] - c) - lo) * a + bv[i]
     else:
         for i in range(n):
-            ov[i] = (xv[i] - c) * a
+            ov[i] = ((xv[i] - c) - lo) * a
 
 
 @njit(cache=True)
@@ -173,7 +175,8 @@ def _run(code, p, xv, ov, wv, bv, m, c, a, hw, hb):
     elif code == LOG_SOFTMAX:
         _shift(xv, ov, cast_like(xv, m), cast_like(xv, c))
     else:
-        _norm_write(xv, ov, wv, bv, cast_like(xv, c), cast_like(xv, a), hw, hb)
+        chi = cast_like(xv, c)
+        _norm_write(xv, ov, wv, bv, chi, cast_like(xv, c - chi), cast_like(xv, a), hw, hb)
     return np.float64(0.0)
 
 
@@ -290,7 +293,7 @@ def _cstep(code, p, xv, ov, mx, sa, sb, ca, cb, wk, bk):
                 ov[j] = (xv[j] - mx[j]) - cb[j]
         else:
             for j in range(n):
-                ov[j] = (xv[j] - cb[j]) * ca[j] * wk + bk
+                ov[j] = ((xv[j] - cb[j]) - mx[j]) * ca[j] * wk + bk   # mx: the centre's low part
 
 
 @njit(cache=True)
@@ -344,6 +347,7 @@ def _cols_rows(code, x, w, b, o, base, xsn, osn, v1, common, eps, hw, hb):
         _cols_pass(code, 1, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
     for j in range(v1):
         cb[j] = sb[j] if code == LAYER_NORM else 0.0
+        mx[j] = sb[j] - cb[j] if code == LAYER_NORM else 0.0
         ca[j] = 1.0 / np.sqrt(sa[j] / count + eps)
     _cols_pass(code, 2, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
 

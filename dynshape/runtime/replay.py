@@ -1,0 +1,150 @@
+"""Replay of an exact call: the fast path of ``run``.
+
+A call is described by its *call signature*: the op, its attributes, and the type, dtype,
+shape and strides of every array and of ``out`` (with which inputs ``out`` is). Everything a
+driver call needs besides the arrays' data (the table, the bound common area, per-batch
+offsets, the op's attribute array) depends on that signature only. So the first call of a
+signature runs the whole path (op spec, memo, executor, table cache) and then asks the
+family's executor for a *replay*: a function ``go(arrays, out)`` that only takes the flat
+buffers of this call's arrays and calls the driver. Later calls with the same signature run
+the replay: no spec validation, no geometry, no key, no cache lock.
+
+What keeps a replay right:
+
+* The signature covers everything a spec validates from layout and attributes; an op whose
+  validation reads the data (integer ``pow``'s exponents: its launch says ``reads_data``)
+  or converts an operand makes no replay: the executor is only asked when the launch's
+  operands are the caller's arrays.
+* The table must still be the cache's table of its key (the cache's dict is read without the
+  lock): a background swap to the optimized table, an eviction or ``clear_cache`` end the
+  replay (the next call takes the full path and records a new one).
+* ``out`` given: a partial overlap with an input takes the full path (which copies the
+  input first, as NumPy does); exact identity with an input is part of the signature.
+* Drivers are looked up through the target on every call, as the full path does.
+
+Bounded: emptied when full, and on ``clear_cache``.
+"""
+import threading
+
+import numpy as np
+
+from dynshape.runtime import config
+from dynshape.runtime.layout import element_strides
+
+MAX_ENTRIES = 4096
+_ND = np.ndarray
+
+
+def signature(op, arrays, out, attrs):
+    """The call signature of ``run(op, *arrays, out=out, **attrs)``, or None when the call
+    cannot be replayed (an operand that is not a NumPy array, an unhashable attribute, a
+    read-only ``out``)."""
+    parts = [op]
+    for a in arrays:
+        if type(a) is not _ND:
+            return None
+        parts.append((a.dtype, a.shape, a.strides))
+    if out is not None:
+        if type(out) is not _ND or not out.flags.writeable:
+            return None
+        parts.append((out.dtype, out.shape, out.strides, tuple(out is a for a in arrays)))
+    if attrs:
+        parts.append(tuple((k, type(v), v) for k, v in attrs.items()))
+    sig = tuple(parts)
+    try:
+        hash(sig)
+    except TypeError:
+        return None
+    return sig
+
+
+class Replay:
+    """One recorded call: ``go(arrays, out)`` runs the driver; the call allocates the output
+    (``shape``, ``dtype``) when the caller gave none."""
+    __slots__ = ("go", "key", "table", "shape", "dtype", "finalize", "n_in")
+
+    def __init__(self, go, key, table, shape, dtype, finalize, n_in):
+        self.go = go
+        self.key = key
+        self.table = table
+        self.shape = shape
+        self.dtype = dtype
+        self.finalize = finalize
+        self.n_in = n_in
+
+
+class ReplayMemo:
+    def __init__(self, cache, max_entries=MAX_ENTRIES):
+        self.cache = cache
+        self.max_entries = max_entries
+        self._entries = {}
+        self._lock = threading.Lock()
+        self.replays = 0                 # calls served by a replay (for tests and tools)
+        cache.on_clear(self.clear)
+
+    def run(self, sig, arrays, out):
+        """The result of the call replayed, or None when no valid replay exists."""
+        r = self._entries.get(sig)
+        if r is None:
+            return None
+        cache = self.cache
+        tables = cache._tables
+        if tables.get(r.key) is not r.table:
+            return None
+        if out is None:
+            out = np.empty(r.shape, r.dtype)
+        else:
+            for a in arrays:
+                if a is not out and np.may_share_memory(out, a):
+                    return None
+        if r.go(arrays, out) is False:
+            return None
+        try:
+            tables.move_to_end(r.key)
+        except KeyError:
+            pass
+        cache.hits += 1
+        cache._local.table = r.table
+        config.counters["driver_calls"] += 1
+        self.replays += 1
+        return r.finalize(out) if r.finalize is not None else out
+
+    def record(self, sig, executor, launch, arrays, out):
+        """After a full call: keep its replay if the executor can make one."""
+        ran = launch.ran
+        if ran is None or launch.result is not launch.out or launch.extra.get("reads_data"):
+            return
+        if out is not None and launch.out is not out:
+            return
+        if out is None and launch.out.base is not None:
+            return
+        if any(element_strides(a) is None for a in (*arrays, launch.out)):
+            return                # byte strides the drivers cannot address: full path
+        key, table, bound = ran
+        go = executor.replay(launch, arrays, table, bound)
+        if go is None:
+            return
+        r = Replay(go, key, table, launch.out.shape, launch.out.dtype, launch.finalize,
+                   len(arrays))
+        with self._lock:
+            if len(self._entries) >= self.max_entries:
+                self._entries.clear()
+            self._entries[sig] = r
+
+    def clear(self):
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self):
+        return len(self._entries)
+
+
+#: the replays of exact calls of ``run`` and of fused sequences
+REPLAY = ReplayMemo(config.cache)
+
+
+def same_operands(launch, arrays, n=None):
+    """Whether the launch's first ``n`` operands (all by default) are the caller's arrays
+    themselves (no copy or conversion was made), in order."""
+    ins = launch.inputs if n is None else launch.inputs[:n]
+    return len(ins) == len(arrays) and all(a is b for a, b in zip(ins, arrays))

@@ -1,0 +1,187 @@
+"""The replay of exact calls (runtime/replay.py): a repeated call with the same layout runs
+the recorded driver call, gives the same results as the full path on new data, and ends
+whenever the table it ran changes (background swap, eviction, clear_cache), when ``out``
+overlaps an input, or when a setting it depends on changes."""
+import numba
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dynshape
+from dynshape import testing
+from dynshape.runtime import config
+from dynshape.runtime.conv import forcing_slot
+from dynshape.runtime.replay import REPLAY
+
+rng = np.random.default_rng(7)
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _ref_conv(x, w, pads):
+    n, c, h, wd = x.shape
+    m, _, kh, kw = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    oh, ow = xp.shape[2] - kh + 1, xp.shape[3] - kw + 1
+    out = np.zeros((n, m, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            out += np.einsum("nchw,mc->nmhw", xp[:, :, i:i + oh, j:j + ow], w[:, :, i, j])
+    return out
+
+
+# every family: (name, call on arrays, NumPy reference, arrays of one layout)
+CASES = {
+    "unary": (lambda a, out=None: dynshape.run("relu", a, out=out),
+              lambda a: np.maximum(a, 0), lambda: (f32(33, 31),)),
+    "binary": (lambda a, b, out=None: dynshape.run("add", a, b, out=out),
+               lambda a, b: a + b, lambda: (f32(33, 31), f32(31))),
+    "reduce": (lambda a, out=None: dynshape.run("sum", a, axis=1, out=out),
+               lambda a: a.astype(np.float64).sum(1), lambda: (f32(33, 31),)),
+    "rowwise": (lambda a, out=None: dynshape.run("softmax", a, out=out),
+                lambda a: np.exp(a - a.max(-1, keepdims=True))
+                / np.exp(a - a.max(-1, keepdims=True)).sum(-1, keepdims=True),
+                lambda: (f32(33, 31),)),
+    "matmul": (lambda a, b, out=None: dynshape.run("matmul", a, b, out=out),
+               lambda a, b: a.astype(np.float64) @ b, lambda: (f32(17, 40), f32(40, 9))),
+    "pool": (lambda a, out=None: dynshape.run("max_pool2d", a, kernel_shape=(2, 2),
+                                              strides=(2, 2), out=out),
+             lambda a: a.reshape(1, 3, 6, 2, 5, 2).max(axis=(3, 5)),
+             lambda: (f32(1, 3, 12, 10),)),
+    "conv": (lambda x, w, out=None: dynshape.run("conv2d", x, w, pads=(1, 1, 1, 1), out=out),
+             lambda x, w: _ref_conv(x, w, (1, 1, 1, 1)), lambda: (f32(1, 3, 9, 8), f32(4, 3, 3, 3))),
+    "fused": (lambda a, b, out=None: _FUSED(a, b=b, out=out),
+              lambda a, b: np.exp(np.maximum(a + b, 0) * 0.5), lambda: (f32(33, 31), f32(31))),
+}
+_FUSED = dynshape.fuse([("add", "b"), "relu", ("mul", 0.5), "exp"])
+
+
+@pytest.mark.parametrize("family", sorted(CASES))
+@pytest.mark.parametrize("given_out", [False, True])
+def test_repeated_calls_are_replayed_and_right(family, given_out, driver_calls):
+    call, ref, make = CASES[family]
+    first = make()
+    out = np.empty_like(call(*first)) if given_out else None
+    call(*first, out=out)
+    before, calls = REPLAY.replays, len(driver_calls)
+    for _ in range(3):
+        arrays = make()                     # new data, same layout
+        res = call(*arrays, out=out)
+        np.testing.assert_allclose(res, ref(*arrays), rtol=2e-5, atol=2e-5)
+        if given_out:
+            assert res is out
+    assert REPLAY.replays - before == 3, "every repeated call is a replay"
+    assert len(driver_calls) - calls == 3, "a replay is one driver call"
+
+
+def test_replays_compile_nothing():
+    call, _, make = CASES["binary"]
+    call(*make())
+    with testing.count_compilations() as c:
+        for _ in range(5):
+            call(*make())
+    assert c.count == 0
+
+
+def test_background_swap_ends_the_replay():
+    dynshape.clear_cache()
+    dynshape.set_policy("background")
+    x = f32(517, 1531)
+    dynshape.run("relu", x)
+    assert dynshape.last_table().variant == "simplified"
+    dynshape.wait_optimized()
+    y = dynshape.run("relu", x)
+    assert dynshape.last_table().variant == "optimized", "the swapped-in table runs next"
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    before = REPLAY.replays
+    dynshape.run("relu", x)
+    assert REPLAY.replays == before + 1 and dynshape.last_table().variant == "optimized"
+
+
+def test_clear_cache_and_eviction_end_replays():
+    x = f32(40, 7)
+    dynshape.run("exp", x)
+    assert len(REPLAY) > 0
+    dynshape.clear_cache()
+    assert len(REPLAY) == 0
+    dynshape.run("exp", x)
+    old = config.cache.max_tables
+    try:
+        dynshape.set_cache_limit(1)
+        dynshape.run("exp", f32(3000, 3000)[:1, :1000])     # another bucket evicts exp's table
+        before = REPLAY.replays
+        np.testing.assert_allclose(dynshape.run("exp", x), np.exp(x), rtol=2e-6)
+        assert REPLAY.replays == before, "an evicted table is not replayed"
+    finally:
+        dynshape.set_cache_limit(old)
+
+
+def test_partial_overlap_takes_the_full_path():
+    base = f32(1000)
+    a, o = base[:999], base[1:]
+    expect = np.exp(a)
+    dynshape.run("exp", f32(999), out=f32(999))            # the same layouts, disjoint
+    before = REPLAY.replays
+    dynshape.run("exp", a, out=o)
+    assert REPLAY.replays == before
+    np.testing.assert_allclose(o, expect, rtol=2e-6)
+
+
+def test_in_place_is_its_own_signature():
+    x = f32(64, 65)
+    y = x.copy()
+    dynshape.run("relu", f32(64, 65), out=f32(64, 65))      # not in place
+    for _ in range(2):
+        dynshape.run("relu", x, out=x)                      # in place: exact alias
+    np.testing.assert_array_equal(x, np.maximum(y, 0))
+
+
+def test_forced_conv_slot_and_thread_count_are_respected():
+    call, ref, make = CASES["conv"]
+    x, w = make()
+    call(x, w)
+    with forcing_slot(0):
+        before = REPLAY.replays
+        np.testing.assert_allclose(call(x, w), ref(x, w), rtol=1e-4, atol=1e-4)
+        assert REPLAY.replays == before
+    a, b = CASES["matmul"][2]()
+    dynshape.run("matmul", a, b)
+    n = numba.get_num_threads()
+    if n > 1:
+        numba.set_num_threads(1)
+        try:
+            before = REPLAY.replays
+            np.testing.assert_allclose(dynshape.run("matmul", a, b), a.astype(np.float64) @ b,
+                                       rtol=1e-4, atol=1e-4)
+            assert REPLAY.replays == before
+        finally:
+            numba.set_num_threads(n)
+
+
+def test_data_dependent_checks_still_run():
+    a = np.arange(6, dtype=np.int64)
+    dynshape.run("pow", a, np.ones(6, np.int64))
+    with pytest.raises(dynshape.DomainError):
+        dynshape.run("pow", a, -np.ones(6, np.int64))
+
+
+def test_attributes_are_part_of_the_signature():
+    x = f32(20, 30)
+    np.testing.assert_allclose(dynshape.run("sum", x, axis=0), x.sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dynshape.run("sum", x, axis=1), x.sum(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dynshape.run("leaky_relu", x, alpha=0.5),
+                               np.where(x > 0, x, 0.5 * x), rtol=1e-6)
+    np.testing.assert_allclose(dynshape.run("leaky_relu", x, alpha=0.25),
+                               np.where(x > 0, x, 0.25 * x), rtol=1e-6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(testing.shapes(max_rank=3, max_side=20).filter(lambda s: 0 not in s), st.data())
+def test_views_replayed_against_numpy(shape, data):
+    """Strided and negative-stride views of one layout, called twice with new data."""
+    for _ in range(2):
+        x = data.draw(testing.views(shape, dtype="float32"))
+        np.testing.assert_allclose(dynshape.run("tanh", x), np.tanh(x), rtol=2e-6, atol=1e-6)
