@@ -104,26 +104,43 @@ def stage_fns(ctx):
     ew = ops.elementwise
     fns = {}
     fns["TOTAL dynshape.run(out=)"] = lambda: dynshape.run(op, x, out=o)
+    from dynshape.runtime import replay
+    from dynshape.runtime.replay import REPLAY
+
+    def full():
+        REPLAY.clear()
+        dynshape.run(op, x, out=o)
+    fns["TOTAL run, replay memo cleared each call (full path)"] = full
+
     def miss():
+        REPLAY.clear()
         MEMO.clear()
         dynshape.run(op, x, out=o)
-    fns["TOTAL run, exact-layout memo cleared each call"] = miss
-    fns["ops.get(op)"] = lambda: ops.get(op)
-    fns["validate: spec.prepare() total"] = lambda: spec.prepare((x,), o, {})
+    fns["TOTAL run, replay and exact-layout memos cleared each call"] = miss
+    fns["replay: call signature"] = lambda: replay.signature(op, (x,), o, {})
+    dynshape.run(op, x, out=o)
+    rsig = replay.signature(op, (x,), o, {})
+    entry = REPLAY._entries.get(rsig)
+    fns["replay: REPLAY.run (lookup, table check, overlap check, go, counters)"] = \
+        lambda: (REPLAY.run(rsig, (x,), o), None)[1]
+    if entry is not None:
+        fns["  replay: go (flat views, driver lookup, driver call)"] = lambda: entry.go((x,), o)
+    fns["full path: ops.get(op)"] = lambda: ops.get(op)
+    fns["full path: validate: spec.prepare() total"] = lambda: spec.prepare((x,), o, {})
     _try(fns, "  _check_dtype", lambda: (lambda: ew._check_dtype(op, x.dtype, spec.accepted)))
     _try(fns, "  check_out", lambda: (lambda: ops.check_out(o, x.shape, x.dtype, op)))
     _try(fns, "  _unalias (np.may_share_memory)", lambda: (lambda: ew._unalias(o, x)))
     _try(fns, "  Launch(...)", lambda: (lambda: ops.Launch(
         "unary", op, "float32", o, [x], o, fattrs=None, overlap_ok=True)))
-    _try(fns, "memo key (PLANE.signature)", lambda: (lambda: PLANE.signature(launch)))
+    _try(fns, "full path: memo key (PLANE.signature)", lambda: (lambda: PLANE.signature(launch)))
     sig = PLANE.signature(launch)
     MEMO.put(sig, key, table.common)
-    fns["memo lookup (MEMO.get: dict + cache touch)"] = lambda: MEMO.get(sig)
-    fns["table cache lookup (cache.get: lock + LRU)"] = lambda: config.cache.get(key)
+    fns["full path: memo lookup (MEMO.get: dict + cache touch)"] = lambda: MEMO.get(sig)
+    fns["full path: table cache lookup (cache.get: lock + LRU)"] = lambda: config.cache.get(key)
     fns["flat_view x2"] = lambda: (flat_view(launch.out), [flat_view(a) for a in launch.inputs])
     fns["driver lookup (drivers.get)"] = lambda: drivers.get(launch.family, launch.dtype)
     fns["driver call (compiled kernel work)"] = kernel_call(ctx)
-    fns["counters['driver_calls'] += 1"] = \
+    fns["full path: counters['driver_calls'] += 1"] = \
         lambda: config.counters.__setitem__("driver_calls", config.counters["driver_calls"] + 1)
     offs = [0] * (1 + len(launch.inputs))
     _try(fns, "memo miss: layout/plane (PLANE.geometry)", lambda: (lambda: PLANE.geometry(launch)))
@@ -134,7 +151,7 @@ def stage_fns(ctx):
 
 # the stages whose sum models the whole call (sub-stages of prepare are indented, not summed)
 def _summed(name):
-    return not name.startswith(("  ", "TOTAL", "memo miss"))
+    return not name.startswith(("  ", "TOTAL", "memo miss", "full path"))
 
 
 def numba_overhead_fns(ctx, serial=False):

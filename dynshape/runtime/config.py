@@ -87,3 +87,18 @@ def set_table_dir(path):
 def table_dir():
     """The table directory in use (absolute), or None."""
     return cache.store.root if cache.store is not None else None
+
+
+_thread_count = []
+
+
+def num_threads():
+    """``numba.get_num_threads()`` of the calling thread, without its per-call start-up check
+    (a tenth of the cost: it runs on every call of the thread-count-keyed families)."""
+    if not _thread_count:
+        import numba
+        numba.get_num_threads()                 # starts the threading layer once
+        from numba.np.ufunc import parallel
+        fast = getattr(parallel, "_get_num_threads", None)
+        _thread_count.append(fast if callable(fast) else numba.get_num_threads)
+    return _thread_count[0]()

@@ -17,7 +17,6 @@ set it; ``run("conv2d")`` leaves it empty.
 import contextlib
 import contextvars
 
-import numba
 import numpy as np
 from dynshape_kernels.abi.conv_table import (CV_ACT, CV_BOFF, CV_BS, CV_C, CV_CG, CV_DH, CV_DW,
                                               CV_G, CV_H, CV_HASB, CV_HASR, CV_IDBASE, CV_KH,
@@ -29,6 +28,7 @@ from dynshape_kernels.abi.tiles import CONV_TILES
 
 from dynshape.errors import SettingError
 from dynshape.planning.conv import build_table
+from dynshape.runtime import config
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.targets import get_target
 from dynshape.runtime.layout import element_strides, flat_view
@@ -114,7 +114,7 @@ class ConvExecutor(Executor):
         g = launch.extra["geo"]
         return (launch.target, FAMILY, launch.dtype, launch.table_attrs, g["act"], x.shape,
                 x.strides, out.strides, None if res is None else res.strides, g["pads"],
-                b is not None, numba.get_num_threads(), _forced_slot.get())
+                b is not None, config.num_threads(), _forced_slot.get())
 
     def geometry(self, launch):
         return launch.extra["geo"]
@@ -124,7 +124,7 @@ class ConvExecutor(Executor):
         attrs = launch.table_attrs + ((("slot", slot),) if slot is not None else ())
         return TableKey(FAMILY, launch.op, launch.dtype, target,
                         (bucket(g["N"], 1), bucket(g["OH"], 1), bucket(g["OW"], 1)), (),
-                        attrs, False, numba.get_num_threads())
+                        attrs, False, config.num_threads())
 
     def build(self, launch, g, key, variant):
         slot = dict(a for a in key.attrs if isinstance(a, tuple) and len(a) == 2
@@ -154,12 +154,12 @@ class ConvExecutor(Executor):
                 or x.size == 0 or w.size == 0 or (b is not None and b.size == 0)):
             return None
         target, dt = get_target(launch.target), launch.dtype
-        entries, fattrs, nth = table.entries, launch.fattrs, numba.get_num_threads()
+        entries, fattrs, nth = table.entries, launch.fattrs, config.num_threads()
         prog, pattrs, sides, cgeo = _no_steps(launch.out.dtype)
         dummy = np.zeros(1, launch.out.dtype)
 
         def go(arrays, out):
-            if _forced_slot.get() is not None or numba.get_num_threads() != nth:
+            if _forced_slot.get() is not None or config.num_threads() != nth:
                 return False
             bbuf = flat_view(arrays[2])[0] if len(arrays) == 3 else dummy
             target.driver(FAMILY, dt)(flat_view(arrays[0])[0], arrays[1].reshape(-1), bbuf,

@@ -15,7 +15,8 @@ from dynshape.planning.plane import uniform_entries
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.targets import get_target
 from dynshape.runtime.layout import (broadcast_strides, check_outer, coalesce,
-                                     element_strides, flat_view, plane, plane_of_coalesced)
+                                     element_strides, flat_view, plane, plane_of_coalesced,
+                                     readonly_flat)
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
 from dynshape.tables.param_table import bind_common
@@ -119,7 +120,7 @@ class FusedExecutor(Executor):
         prog = launch.extra["prog"]
         x, *arrs = launch.inputs
         dt = x.dtype
-        sides = [_readonly(flat_view(a)[0]) for a in arrs]
+        sides = [readonly_flat(a) for a in arrs]
         sides += [dummy(dt)] * (MAX_SIDES - len(sides))
         oflat = flat_view(launch.out)[0]
         # the driver writes integer sums to ``oi`` and integer means to ``of`` (even when the
@@ -131,7 +132,7 @@ class FusedExecutor(Executor):
             of = oflat if REDUCE_OPS[prog.tcode] == "mean" else np.zeros(1, np.float64)
         else:
             o, oi, of = oflat, np.zeros(1, np.int64), np.zeros(1, np.float64)
-        driver(_readonly(flat_view(x)[0]), o, oi, of, common, table.entries, prog.prog,
+        driver(readonly_flat(x), o, oi, of, common, table.entries, prog.prog,
                prog.pattrs, fctl, tuple(sides))
 
     def replay(self, launch, arrays, table, bound):
@@ -152,7 +153,7 @@ class FusedExecutor(Executor):
         spare_i, spare_f = np.zeros(1, np.int64), np.zeros(1, np.float64)
 
         def go(arrays, out):
-            xs = [_readonly(flat_view(arrays[j])[0]) for j in idx]
+            xs = [readonly_flat(arrays[j]) for j in idx]
             target.driver("fused", name)(xs[0], flat_view(out)[0], spare_i, spare_f, common,
                                          entries, prog.prog, prog.pattrs, fctl,
                                          tuple(xs[1:]) + pad)

@@ -107,6 +107,13 @@ def flat_view(a):
     return buf, -lo
 
 
+def readonly_flat(a):
+    """The flat buffer of ``flat_view`` as a read-only view (``a`` itself is unchanged)."""
+    v = a.reshape(-1) if a.flags.c_contiguous else flat_view(a)[0]
+    v.flags.writeable = False
+    return v
+
+
 def same_view(a, b):
     """True when a and b are the same elements in the same layout (exact in-place aliasing)."""
     return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]

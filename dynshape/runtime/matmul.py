@@ -15,12 +15,12 @@ start with a matmul set it; ``run("matmul")`` leaves it empty.
 """
 import math
 
-import numba
 import numpy as np
 from dynshape_kernels.abi.step_program import MAX_SIDES, empty_program
 from dynshape_kernels.catalog import CATALOG
 
 from dynshape.planning.matmul import combine
+from dynshape.runtime import config
 from dynshape.runtime.executor import Executor, register_executor, via_temporary_out
 from dynshape.runtime.targets import get_target
 from dynshape.runtime.layout import broadcast_strides, element_strides, flat_view, same_view
@@ -84,7 +84,7 @@ class MatmulExecutor(Executor):
     def signature(self, launch):
         a, b = launch.inputs
         return (launch.target, "matmul", launch.dtype, a.shape, a.strides, b.shape, b.strides,
-                launch.out.shape, numba.get_num_threads())
+                launch.out.shape, config.num_threads())
 
     def operands(self, launch, explain=False):
         out, ex = launch.out, launch.extra
@@ -108,7 +108,7 @@ class MatmulExecutor(Executor):
         M, N, K = launch.extra["mnk"]
         nb = math.prod(launch.extra["batch"])
         return TableKey("matmul", "matmul", launch.dtype, target, _buckets(M, N, K, nb),
-                        (g["a_k_contig"], g["b_n_contig"]), (), False, numba.get_num_threads())
+                        (g["a_k_contig"], g["b_n_contig"]), (), False, config.num_threads())
 
     def build(self, launch, g, key, variant):
         return build_table(key, variant)
@@ -130,7 +130,7 @@ class MatmulExecutor(Executor):
         target, dt, nth = get_target(launch.target), launch.dtype, args[-1]
 
         def go(arrays, out):
-            if numba.get_num_threads() != nth:
+            if config.num_threads() != nth:
                 return False
             args[5] = flat_view(arrays[0])[0]
             args[8] = flat_view(arrays[1])[0]
@@ -151,7 +151,7 @@ def _args(launch, table):
     cin, bias = ex["cin"], ex["bias"]
     M, N, K = ex["mnk"]
     dt = out.dtype
-    nthreads = numba.get_num_threads()
+    nthreads = config.num_threads()
     batch = ex["batch"]
     ab, ao, ars, acs = _operand(a, dt)
     bb, bo, brs, bcs = _operand(b, dt)

@@ -37,25 +37,20 @@ _ND = np.ndarray
 
 def signature(op, arrays, out, attrs):
     """The call signature of ``run(op, *arrays, out=out, **attrs)``, or None when the call
-    cannot be replayed (an operand that is not a NumPy array, an unhashable attribute, a
-    read-only ``out``)."""
-    parts = [op]
-    for a in arrays:
-        if type(a) is not _ND:
-            return None
-        parts.append((a.dtype, a.shape, a.strides))
+    cannot be replayed (an operand that is not a NumPy array, a read-only ``out``). Each array's entry records whether it is ``out`` itself."""
     if out is not None:
         if type(out) is not _ND or not out.flags.writeable:
             return None
-        parts.append((out.dtype, out.shape, out.strides, tuple(out is a for a in arrays)))
+        parts = [op, out.dtype, out.shape, out.strides]
+    else:
+        parts = [op, None]
+    for a in arrays:
+        if type(a) is not _ND:
+            return None
+        parts.append((a.dtype, a.shape, a.strides, a is out))
     if attrs:
-        parts.append(tuple((k, type(v), v) for k, v in attrs.items()))
-    sig = tuple(parts)
-    try:
-        hash(sig)
-    except TypeError:
-        return None
-    return sig
+        parts.append(tuple([(k, type(v), v) for k, v in attrs.items()]))
+    return tuple(parts)          # may be unhashable (an attribute): then never recorded
 
 
 class Replay:
@@ -84,7 +79,10 @@ class ReplayMemo:
 
     def run(self, sig, arrays, out):
         """The result of the call replayed, or None when no valid replay exists."""
-        r = self._entries.get(sig)
+        try:
+            r = self._entries.get(sig)
+        except TypeError:                # an unhashable attribute value
+            return None
         if r is None:
             return None
         cache = self.cache
@@ -120,6 +118,10 @@ class ReplayMemo:
             return
         if any(element_strides(a) is None for a in (*arrays, launch.out)):
             return                # byte strides the drivers cannot address: full path
+        try:
+            hash(sig)
+        except TypeError:
+            return
         key, table, bound = ran
         go = executor.replay(launch, arrays, table, bound)
         if go is None:
