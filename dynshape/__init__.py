@@ -35,7 +35,7 @@ from dynshape.fusion.run import Fused, FusedTable, fuse  # noqa: E402
 from dynshape.packages.load import UnsignedPackageWarning  # noqa: E402
 from dynshape.runtime.targets import Target, known_targets, register_target  # noqa: E402
 from dynshape.tables.param_table import ParamTable  # noqa: E402
-from dynshape.tables.picture import plot_table, tile_rectangles  # noqa: E402
+from dynshape.pictures.picture import plot_table, tile_rectangles  # noqa: E402
 from dynshape.tables.store import TableStoreWarning  # noqa: E402
 from dynshape.warming import warm  # noqa: E402
 

@@ -263,7 +263,7 @@ def _inputs(args):
 
 
 def _save_picture(table, args):
-    from dynshape.tables.picture import plot_table
+    from dynshape.pictures.picture import plot_table
     path = args.png or "_".join([args.op] + ["x".join(map(str, s)) or "scalar"
                                               for s in args.shapes]) + "_tiles.png"
     try:
@@ -271,7 +271,7 @@ def _save_picture(table, args):
     except (ImportError, OSError) as exc:
         print(f"dynshape: {exc}", file=sys.stderr)
         return 2
-    from dynshape.tables.geometry import label
+    from dynshape.pictures.geometry import label
     print(f"picture: {path} ({geo.runs} entries run: "
           + ", ".join(f"{n} x {label(c)}" for c, n in sorted(geo.counts.items(),
                                                                 key=lambda i: -i[1])) + ")")

@@ -6,7 +6,7 @@ from dynshape_kernels.abi.tiles import CONV_DIRECT_SLOT as DIRECT_SLOT, CONV_TIL
 from dynshape_kernels.catalog import CATALOG
 
 from dynshape.errors import TableFormatError
-from dynshape.tables.param_table import TABLE_CLASSES, ParamTable
+from dynshape.tables.param_table import TABLE_CLASSES, ParamTable, call_lines
 
 FAMILY = "conv"
 N_SLOTS = len(CONV_TILES)
@@ -84,7 +84,6 @@ class ConvTable(ParamTable):
                  f"  slot {self.slot}: {kinds[self.slot]}, tile <= {CONV_TILES[self.slot][0]} "
                  f"channels x {CONV_TILES[self.slot][1]} positions",
                  "  entry: " + " ".join(f"{c:>5s}" for c in ENTRY_COLUMNS)]
-        from dynshape.tables.geometry import call_lines
         lines[4:4] = call_lines(self)
         for row in self.entries[:limit]:
             lines.append("         " + " ".join(f"{int(v):5d}" for v in row))

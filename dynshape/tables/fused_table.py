@@ -8,7 +8,7 @@ from dynshape_kernels.catalog import CATALOG
 
 from dynshape.errors import TableFormatError
 from dynshape.fusion.program import _KIND_NAMES, K_ROWWISE
-from dynshape.tables.param_table import TABLE_CLASSES, ParamTable
+from dynshape.tables.param_table import TABLE_CLASSES, ParamTable, call_lines
 
 
 class FusedTable(ParamTable):
@@ -87,7 +87,6 @@ class FusedTable(ParamTable):
                  f"  {len(self)} entries of {self.tile[0]}x{self.tile[1]} tiles, each running "
                  f"{len(self.steps)} kernels in order:",
                  "  step: kernel id, family/op, kind, side, attributes"]
-        from dynshape.tables.geometry import call_lines
         lines[2:2] = call_lines(self)
         for k, (kid, kind, code, side, attr) in enumerate(self.steps):
             sk = CATALOG[int(kid)]

@@ -5,7 +5,7 @@ from dynshape_kernels.abi.tiles import MATMUL_NSLOTS as NSLOTS, matmul_slots as 
 from dynshape_kernels.catalog import CATALOG
 
 from dynshape.errors import TableFormatError
-from dynshape.tables.param_table import TABLE_CLASSES, ParamTable
+from dynshape.tables.param_table import TABLE_CLASSES, ParamTable, call_lines
 
 
 class MatmulTable(ParamTable):
@@ -79,7 +79,6 @@ class MatmulTable(ParamTable):
                 "  K is walked inside each tile in the slot's K blocks (never tiled, never "
                 "overlapped); tiles past the real M/N/batch are clipped by the driver",
                 "     kid  slot     m0     n0     tm     tn  batch"]
-        from dynshape.tables.geometry import call_lines
         rows[3:3] = call_lines(self)
         for r in self.entries[:limit]:
             rows.append(f"  {self.id_base + r[0]:6d}  {r[0]:4d} {r[1]:6d} {r[2]:6d} {r[3]:6d} "

@@ -26,6 +26,14 @@ TABLE_VERSION = 1
 TABLE_CLASSES = {}
 
 
+def call_lines(table):
+    """Lines for ``describe`` about the call an explained table answered: the recorded
+    call (``table.call``, set by ``explain`` from the layer above) describes itself; none
+    for a table that records no call."""
+    call = getattr(table, "call", None)
+    return call.lines(table) if call is not None else []
+
+
 class ParamTable:
     """A parameter table for one (op, dtype, target, layout class, bucket).
 
@@ -104,7 +112,6 @@ class ParamTable:
                  + (f"; built for plane {self.shape[0]}x{self.shape[1]}" if self.shape else ""),
                  f"  {len(self)} entries, model cost {self.cost / 1e3:.2f} us: {self.description}",
                  f"  cost model: {self.meta.get('cost_model', 'not recorded')}"]
-        from dynshape.tables.geometry import call_lines
         lines += call_lines(self)
         tiles = {}
         for k in self.entries[:, E_KID]:

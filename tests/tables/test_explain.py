@@ -8,8 +8,8 @@ import pytest
 
 import dynshape
 from dynshape import cli
-from dynshape.tables.geometry import call_geometry
-from dynshape.tables.picture import geometry
+from dynshape.pictures.geometry import call_geometry
+from dynshape.pictures.picture import geometry
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

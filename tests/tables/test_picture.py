@@ -11,9 +11,9 @@ import dynshape
 from dynshape import cli, testing
 from dynshape.errors import ShapeError
 from dynshape.tables.param_table import ParamTable
-from dynshape.tables.drawing import colours
-from dynshape.tables.geometry import label
-from dynshape.tables.picture import KINDS, counts, figure, plot_table, plane_geometry, tile_rectangles
+from dynshape.pictures.drawing import colours
+from dynshape.pictures.geometry import label
+from dynshape.pictures.picture import KINDS, counts, figure, plot_table, plane_geometry, tile_rectangles
 from dynshape_kernels.catalog import CATALOG
 from dynshape_kernels.abi.common_area import E_MODE0, E_MODE1
 from dynshape_kernels.abi.tail_mode import ANCHOR_END, ANCHOR_START, DISCARD, OVERLAP, VARIABLE_FULL

@@ -10,7 +10,7 @@ here only, by :func:`draw` (the ``plot`` extra).
 """
 import textwrap
 
-from dynshape.tables.geometry import label
+from dynshape.pictures.geometry import label
 
 FULL_COLOURS = ("#4c8bd6", "#5fb26a", "#8c6bc8", "#3bb0b5", "#2f5f9e", "#9bc27a")
 TAIL_COLOURS = {"variable full": "#f2a93b", "variable partial": "#e6d23c",

@@ -1,13 +1,13 @@
 """User-coordinate geometry of the families whose entries are output tiles with an input
 window or a walked K: pooling (a plane table with input offsets), matmul/gemm (output tiles
 per batch, K walked in the slot's blocks) and conv2d (output tiles per image, group and
-channel block; one tile's input window and halo). See :mod:`dynshape.tables.geometry`.
+channel block; one tile's input window and halo). See :mod:`dynshape.pictures.geometry`.
 """
 import math
 
 import numpy as np
 
-from dynshape.tables.geometry import Geometry, Piece, _counts, _dims, _geom, _plane_rows
+from dynshape.pictures.geometry import Geometry, Piece, _counts, _dims, _geom, _plane_rows
 
 
 def pool_family(table, call):

@@ -19,7 +19,7 @@ from dynshape_kernels.abi.common_area import E_MODE0, E_MODE1
 from dynshape_kernels.abi.tail_mode import DISCARD, OVERLAP
 
 from dynshape.errors import ShapeError
-from dynshape.tables.geometry import Piece
+from dynshape.pictures.geometry import Piece
 
 KINDS = ("full", "tail", "overlap")
 
@@ -96,7 +96,7 @@ def counts(rects):
 def plane_geometry(table, shape=None, catalog=None):
     """A :class:`geometry.Geometry` of the table's own plane at ``shape`` (see
     :func:`plane_shape`): the picture of a table that records no call."""
-    from dynshape.tables.geometry import Geometry, _category
+    from dynshape.pictures.geometry import Geometry, _category
     catalog = catalog or CATALOG
     m, n = plane_shape(table, shape)
     modes = table.entries[:, [E_MODE0, E_MODE1]]
@@ -114,14 +114,14 @@ def geometry(table, shape=None, catalog=None):
     """The user-coordinate geometry of the call ``table`` answered (``dynshape.explain``),
     or, with ``shape`` = (rows, columns) or for a table that records no call, of its plane."""
     if shape is None and getattr(table, "call", None) is not None:
-        from dynshape.tables.geometry import call_geometry
+        from dynshape.pictures.geometry import call_geometry
         return call_geometry(table)
     return plane_geometry(table, shape, catalog)
 
 
 def figure(table, shape=None, catalog=None, title=None):
     """A matplotlib Figure of the tiling (see :func:`geometry` and ``drawing.draw``)."""
-    from dynshape.tables.drawing import draw, matplotlib_parts
+    from dynshape.pictures.drawing import draw, matplotlib_parts
     matplotlib_parts()
     return draw(geometry(table, shape, catalog), title)
 
@@ -136,7 +136,7 @@ def plot_table(table, path, shape=None, catalog=None, title=None):
     if table is None:
         raise ShapeError("no table to draw: the result is empty, no kernel runs")
     geo = geometry(table, shape, catalog)
-    from dynshape.tables.drawing import draw
+    from dynshape.pictures.drawing import draw
     fig = draw(geo, title)
     fig.savefig(os.fspath(path), format="png")
     return geo

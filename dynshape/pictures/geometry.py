@@ -31,6 +31,10 @@ class Call:
     out_shape: tuple
     launch: object = field(repr=False)
 
+    def lines(self, table):
+        """Lines for ``table.describe()``: the user's tensor, how it was tiled, the counts."""
+        return call_lines(table)
+
 
 def detached(launch):
     """A copy of ``launch`` whose arrays are stand-ins of the same shape, dtype and strides
@@ -208,7 +212,7 @@ def _category(kind, tile, modes, valid):
 
 def _plane_rows(table, p):
     """(entry, category, r0, v0, c0, v1) of every entry that runs at plane ``p``."""
-    from dynshape.tables.picture import tile_rectangles
+    from dynshape.pictures.picture import tile_rectangles
     modes = table.entries[:, [E_MODE0, E_MODE1]]
     return [(r.entry, _category(r.kind, r.tile, tuple(modes[r.entry]), (r.rows, r.cols)),
              r.row, r.rows, r.col, r.cols) for r in tile_rectangles(table, (p.m, p.n))]
@@ -342,7 +346,7 @@ def _fused_family(table, call):
 
 
 def _families():
-    from dynshape.tables.geometry_outputs import conv_family, matmul_family, pool_family
+    from dynshape.pictures.geometry_outputs import conv_family, matmul_family, pool_family
     return {"plane": _plane_family, "reduce": _reduce_family, "rowwise": _reduce_family,
             "pool": pool_family, "matmul": matmul_family, "conv": conv_family,
             "fused": _fused_family}
