@@ -69,7 +69,7 @@ def explain(op, *arrays_or_shapes, dtype="float32", target=None, **attrs):
     if table is not None:
         # the latest call explained with this (bucket-shared) table: describe() and the
         # picture speak in its coordinates (see geometry.call_geometry)
-        from dynshape.pictures.geometry import Call, detached
+        from dynshape.pictures.calls import Call, detached
         dt = str(arrays[0].dtype) if arrays else str(dtype)
         table.call = Call(op, spec.executor, dt, shapes, tuple(launch.out.shape),
                           detached(launch))

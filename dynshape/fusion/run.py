@@ -384,7 +384,7 @@ def _launch(fused, prog, dtype, x, arrs, out, shape, explain, ran=None):
                            "reads_data": dtype.startswith("int") and "pow" in fused.raw_key})
     if explain:
         table = FUSED.explain(launch)
-        from dynshape.pictures.geometry import fused_call
+        from dynshape.pictures.calls import fused_call
         table.call = fused_call(fused, x, arrs, out, shape, FUSED.geometry(launch))
         return table
     FUSED.run(launch)

@@ -11,44 +11,14 @@ walked inside each kernel), pooling, matmul/gemm (output tiles, K walked in bloc
 conv2d (output tiles, one input window and its halo).
 """
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from dynshape_kernels.catalog import CATALOG
 from dynshape_kernels.abi.common_area import E_MODE0, E_MODE1
 from dynshape_kernels.abi.tail_mode import DISCARD, OVERLAP, VARIABLE_PARTIAL
 
-from dynshape.errors import ShapeError
-
-
-@dataclass
-class Call:
-    """The call an explained table answered: op, the user's dtype and shapes, the launch."""
-    op: str
-    executor: str
-    dtype: str
-    shapes: tuple
-    out_shape: tuple
-    launch: object = field(repr=False)
-
-    def lines(self, table):
-        """Lines for ``table.describe()``: the user's tensor, how it was tiled, the counts."""
-        return call_lines(table)
-
-
-def detached(launch):
-    """A copy of ``launch`` whose arrays are stand-ins of the same shape, dtype and strides
-    over one element: a cached table that records its latest call pins no user memory."""
-    from dynshape.ops import Launch
-
-    def standin(a):
-        if not isinstance(a, np.ndarray):
-            return a
-        return np.lib.stride_tricks.as_strided(np.zeros(1, a.dtype), a.shape, a.strides,
-                                               writeable=False)
-    return Launch(launch.family, launch.op, launch.dtype, standin(launch.out),
-                  [standin(a) for a in launch.inputs], None, None, launch.overlap_ok,
-                  launch.table_attrs, None, {k: standin(v) for k, v in launch.extra.items()})
+from dynshape.pictures.rectangles import tile_rectangles
 
 
 @dataclass(frozen=True)
@@ -212,7 +182,6 @@ def _category(kind, tile, modes, valid):
 
 def _plane_rows(table, p):
     """(entry, category, r0, v0, c0, v1) of every entry that runs at plane ``p``."""
-    from dynshape.pictures.picture import tile_rectangles
     modes = table.entries[:, [E_MODE0, E_MODE1]]
     return [(r.entry, _category(r.kind, r.tile, tuple(modes[r.entry]), (r.rows, r.cols)),
              r.row, r.rows, r.col, r.cols) for r in tile_rectangles(table, (p.m, p.n))]
@@ -318,18 +287,6 @@ def _reduce_family(table, call):
     return _geom(table, call, shape, kept, p, _plane_rows(table, p), [note], walk)
 
 
-def fused_call(fused, x, sides, out, shape, p):
-    """The :class:`Call` of an explained fused sequence (its plane spans the broadcast shape
-    of x and the side inputs in C order; the last step may reduce or normalize rows)."""
-    from types import SimpleNamespace
-    standin = detached(SimpleNamespace(family="fused", op="fused", dtype=str(x.dtype),
-                                       out=out, inputs=[x] + list(sides), overlap_ok=False,
-                                       table_attrs=(), extra={}))
-    standin.extra.update(plane=p, shape=tuple(shape), fused=repr(fused))
-    return Call(repr(fused), "fused", str(x.dtype), (tuple(x.shape),)
-                + tuple(tuple(a.shape) for a in sides), tuple(out.shape), standin)
-
-
 def _fused_family(table, call):
     launch = call.launch
     p, shape = launch.extra["plane"], launch.extra["shape"]
@@ -343,37 +300,3 @@ def _fused_family(table, call):
     geo = _geom(table, call, shape, tuple(range(len(shape))), p, rows, notes)
     geo.op = "fused"
     return geo
-
-
-def _families():
-    from dynshape.pictures.geometry_outputs import conv_family, matmul_family, pool_family
-    return {"plane": _plane_family, "reduce": _reduce_family, "rowwise": _reduce_family,
-            "pool": pool_family, "matmul": matmul_family, "conv": conv_family,
-            "fused": _fused_family}
-
-
-def call_geometry(table):
-    """The :class:`Geometry` of the latest call explained with ``table`` (``table.call``).
-    Raises ShapeError for a table that records no call (built by hand or loaded)."""
-    call = getattr(table, "call", None)
-    if call is None:
-        raise ShapeError("this table records no call (it was not returned by "
-                         "dynshape.explain): draw its plane with shape=(rows, columns)")
-    return _families()[call.executor](table, call)
-
-
-def call_lines(table):
-    """Lines for ``describe``: the user's tensor, how it was tiled, the counts (empty when
-    the table records no call)."""
-    if getattr(table, "call", None) is None:
-        return []
-    geo = call_geometry(table)
-    lines = [f"  call: {geo.title()}"] + [f"  {n}" for n in geo.notes]
-    lines.append("  entries run: " + ", ".join(f"{n} x {label(c)}" for c, n in
-                                                sorted(geo.counts.items(), key=_order)))
-    return lines
-
-
-def _order(item):
-    (kind, tile, mode), _ = item
-    return ({"full": 0, "tail": 1, "overlap": 2}[kind], tuple(tile), mode or "")

@@ -257,7 +257,7 @@ class RowwiseExecutor(WalkExecutor):
         if (ex["has_w"] or ex["has_b"] or len(arrays) != 1 or launch.inputs[0] is not arrays[0]
                 or arrays[0].size == 0):
             return None
-        target, op, dt = get_target(launch.target), launch.op, launch.dtype
+        target, dt = get_target(launch.target), launch.dtype
         entries, fattrs = table.entries, launch.fattrs
         w, b = (flat_view(a)[0] for a in launch.inputs[1:])
 

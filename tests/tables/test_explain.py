@@ -8,7 +8,7 @@ import pytest
 
 import dynshape
 from dynshape import cli
-from dynshape.pictures.geometry import call_geometry
+from dynshape.pictures.calls import call_geometry
 from dynshape.pictures.picture import geometry
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
