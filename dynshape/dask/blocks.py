@@ -11,7 +11,7 @@ import numpy as np
 import dask.array as da
 
 import dynshape
-from dynshape.errors import ArgumentError
+from dynshape.errors import ArgumentError, ShapeError
 
 
 def as_dask(a, what):
@@ -73,13 +73,31 @@ def elementwise(op, args, attrs):
                        f"dynshape-{op}")
 
 
+def conform(side, x):
+    """``side`` rechunked to ``x``'s chunks along the dimensions they share (trailing
+    dimensions aligned, length-1 dimensions left alone): the output keeps ``x``'s layout, so
+    an axis made whole in ``x`` stays whole."""
+    if not isinstance(side, da.Array):
+        return side
+    off = x.ndim - side.ndim
+    chunks = tuple(x.chunks[d + off] if 0 <= d + off < x.ndim and n == x.shape[d + off] and n != 1
+                   else side.chunks[d] for d, n in enumerate(side.shape))
+    return side if chunks == side.chunks else side.rechunk(chunks)
+
+
 def aligned_map(func, args, meta, token, adjust=None):
     """``func`` over the blocks of ``args`` broadcast NumPy-style (trailing dimensions
     aligned, as ``da.elemwise`` does): ``da.blockwise`` with right-aligned indices, so dask
     unifies the chunks of equal dimensions and broadcasts length-1 ones. Non-array
     arguments go to every task as they are. ``adjust``: output dimension -> the length of
     each of its blocks (an int) when the blocks change shape."""
-    ndim = max(a.ndim for a in args if isinstance(a, da.Array))
+    arrays = [a for a in args if isinstance(a, da.Array)]
+    try:
+        np.broadcast_shapes(*[a.shape for a in arrays])
+    except ValueError:
+        raise ShapeError(f"shapes {', '.join(str(a.shape) for a in arrays)} do not broadcast "
+                         f"(NumPy's rules: trailing dimensions equal or 1)") from None
+    ndim = max(a.ndim for a in arrays)
     pairs = []
     for a in args:
         pairs += [a, tuple(range(a.ndim))[::-1]] if isinstance(a, da.Array) else [a, None]

@@ -22,7 +22,7 @@ import dask.array as da
 import dynshape
 from dynshape import ops
 from dynshape.dask import tree
-from dynshape.dask.blocks import aligned_map, as_dask, stand_in
+from dynshape.dask.blocks import aligned_map, as_dask, conform, stand_in
 from dynshape.dask.chunking import whole_along
 from dynshape.errors import ArgumentError
 from dynshape.fusion.run import _bind_sides
@@ -53,11 +53,12 @@ class DaskFused:
             raise ArgumentError(f"{self!r} needs an array x, got {x!r}")
         sides = [as_dask(v, f"side input {n!r}") for n, v in zip(self.fused.side_names, bound)]
         end = self.fused.end
+        if end is not None and end.kind == "rowwise" and x.ndim:
+            x = whole_along(x, (x.ndim - 1,), f"{self!r} (ends in {end.op} over the last "
+                            f"axis)", rechunk)
+        sides = [conform(s, x) for s in sides]
         if end is not None and end.kind == "reduce":
             return self._reduce(x, sides, end, split_every)
-        if end is not None:
-            x = whole_along(x, (x.ndim - 1,), f"{self!r} (ends in {end.op} over the last axis)",
-                            rechunk) if x.ndim else x
         meta = np.asarray(self.fused(stand_in(x), *[stand_in(s) for s in sides]))
         return aligned_map(functools.partial(_fused_block, tuple(self.steps)), [x, *sides],
                            meta, "dynshape-fused")
