@@ -18,7 +18,7 @@ import dask.array as da
 import dynshape
 from dynshape import ops
 from dynshape.dask import blocks, contraction, halo, tree
-from dynshape.dask.blocks import as_dask, frozen, stand_in
+from dynshape.dask.blocks import as_dask, frozen
 from dynshape.dask.chunking import whole_along
 from dynshape.errors import ArgumentError, OpAttributeError
 from dynshape.ops.reduction import normalize_axes
@@ -99,4 +99,4 @@ def _rowwise_block(op, attrs, params, block):
     return np.asarray(dynshape.run(op, block, *params, **dict(attrs)))
 
 
-__all__ = ["run", "rowwise", "SUPPORTED_FAMILIES", "stand_in"]
+__all__ = ["run", "rowwise", "SUPPORTED_FAMILIES"]
