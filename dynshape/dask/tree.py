@@ -45,6 +45,10 @@ def reduce(op, x, axis=None, keepdims=False, split_every=None, **attrs):
     arg = op in ("argmax", "argmin")
     axes = normalize_axes(axis, x.ndim, op, single=arg)
     out_dtype = spec.result_dtype(x.dtype)[0]
+    if op not in ("sum", "mean") and any(x.shape[d] == 0 for d in axes):
+        # dynshape's own refusal (EmptyReductionError, NumPy's wording), before any task runs
+        dynshape.run(op, np.empty(tuple(0 if d in axes else 1 for d in range(x.ndim)), x.dtype),
+                     axis=axis, keepdims=keepdims)
     out_ndim = x.ndim if keepdims else x.ndim - len(axes)
     meta = np.empty((0,) * out_ndim, out_dtype)
     common = dict(axis=axes, keepdims=bool(keepdims), split_every=split_every, meta=meta,

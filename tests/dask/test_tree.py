@@ -74,3 +74,13 @@ def test_reduction_graph_is_a_tree(client):
     layers = [k for k in y.dask.layers if "dynshape-sum" in k]
     assert len(layers) >= 3                  # chunk, at least one combine level, aggregate
     np.testing.assert_array_equal(y.compute(), np.full(8, 64, np.float32))
+
+
+def test_empty_reductions_are_refused_before_any_task_runs():
+    import dynshape
+    x = da.ones((0, 5), chunks=(1, 2), dtype=np.float32)
+    for op in ("max", "argmin"):
+        with pytest.raises(dynshape.EmptyReductionError):
+            dd.run(op, x, axis=0)
+    assert dd.run("sum", x, axis=0).compute().tolist() == [0.0] * 5
+    assert dd.run("max", x, axis=1).shape == (0,)
