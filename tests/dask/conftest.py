@@ -1,4 +1,5 @@
-"""One 2-process LocalCluster for the dask tests, started once and closed at the end.
+"""One 2-process LocalCluster for the dask tests, started once and closed after the last of
+them (the rest of the suite does not keep its worker processes).
 
 The workers are spawned with this session's environment, so they share its warm Numba
 cache (NUMBA_CACHE_DIR) and configuration directory. ``client`` also installs a small kernel
@@ -16,6 +17,16 @@ FAMILIES = ("unary", "binary", "reduce", "rowwise", "matmul", "conv", "pool", "f
 DTYPES = ("float32", "float64", "int32", "int64")
 
 
+_open = []          # (client, cluster) while the cluster runs
+
+
+def _close():
+    while _open:
+        client, lc = _open.pop()
+        client.close(timeout=30)
+        lc.close(timeout=60)
+
+
 @pytest.fixture(scope="session")
 def cluster():
     import dask
@@ -24,12 +35,23 @@ def cluster():
     lc = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=":0", silence_logs=logging.ERROR, memory_limit="4GB")
     client = Client(lc, timeout=120)
+    _open.append((client, lc))
     try:
         client.wait_for_workers(2, timeout=120)
         yield client
     finally:
-        client.close(timeout=30)
-        lc.close(timeout=60)
+        _close()
+
+
+@pytest.fixture(autouse=True)
+def _close_after_the_last_dask_test(request):
+    """The cluster's worker processes leave with the last test of this directory, not at
+    the end of the whole suite."""
+    yield
+    here = os.path.dirname(__file__)
+    mine = [i for i in request.session.items if str(i.path).startswith(here + os.sep)]
+    if mine and request.node is mine[-1]:
+        _close()
 
 
 @pytest.fixture(scope="session")
