@@ -15,6 +15,8 @@ EXTRAS = {
     "onnx": "onnx",
     "onnxruntime": "onnx",
     "torch": "bench",
+    "dask": "dask",
+    "distributed": "dask",
 }
 
 

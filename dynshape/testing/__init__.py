@@ -11,13 +11,15 @@ strategies need the ``test`` extra (hypothesis) and are imported on first use. T
     def test_cover(case):
         testing.check_coverage(case.table, case.shape)
 """
-from dynshape.testing.compilations import CompileCounter, count_compilations
+from dynshape.testing.compilations import (CompileCounter, count_compilations, counted,
+                                           start_counting)
 from dynshape.testing.coverage import (check_conv_table, check_coverage, check_matmul_coverage, conv_coverage,
                        coverage, matmul_coverage)
 
-STRATEGIES = ("shapes", "views", "tail_mode_sets", "tables", "TableCase", "sizes_in_bucket")
+STRATEGIES = ("shapes", "views", "tail_mode_sets", "tables", "TableCase", "sizes_in_bucket",
+              "chunk_layouts")
 
-__all__ = ["CompileCounter", "count_compilations", "check_conv_table", "check_coverage",
+__all__ = ["CompileCounter", "count_compilations", "start_counting", "counted", "check_conv_table", "check_coverage",
            "check_matmul_coverage", "conv_coverage", "coverage", "matmul_coverage",
            *STRATEGIES]
 

@@ -86,3 +86,21 @@ def sizes_in_bucket(table):
     """Strategy: a plane shape anywhere in the table's bucket (the table must serve it)."""
     (lo0, hi0), (lo1, hi1) = table.bucket
     return st.tuples(st.integers(lo0 + 1, hi0), st.integers(lo1 + 1, hi1))
+
+
+@st.composite
+def chunk_layouts(draw, shape, max_chunks=4, whole=()):
+    """Irregular chunks for an array of ``shape`` (as dask's ``chunks=``): per dimension a
+    random split into at most ``max_chunks`` non-empty parts of random lengths (dimensions
+    in ``whole`` stay one chunk; a zero-length dimension is one empty chunk)."""
+    layout = []
+    for d, n in enumerate(shape):
+        if n == 0 or d in whole:
+            layout.append((n,))
+            continue
+        k = draw(st.integers(1, min(max_chunks, n)))
+        cuts = sorted(draw(st.lists(st.integers(1, n - 1), min_size=k - 1, max_size=k - 1,
+                                    unique=True))) if k > 1 else []
+        edges = [0] + cuts + [n]
+        layout.append(tuple(b - a for a, b in zip(edges[:-1], edges[1:])))
+    return tuple(layout)
