@@ -146,7 +146,11 @@ def _unary_rows(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, mode1, t1, w1, a
 def gather_tile(x, xb, xsm, xsn, v0, v1, buf, pitch):
     """Copy the valid v0 x v1 region of a strided tile into ``buf`` (row pitch ``pitch``),
     walking the source along its smaller stride (a blocked transpose for transposed reads)."""
-    if abs(xsm) < abs(xsn):
+    if xsn == 1:
+        for r in range(v0):
+            src = xb + r * xsm
+            buf[r * pitch:r * pitch + v1] = x[src:src + v1]
+    elif abs(xsm) < abs(xsn):
         for c in range(v1):
             src = xb + c * xsn
             for r in range(v0):
@@ -161,7 +165,11 @@ def gather_tile(x, xb, xsm, xsn, v0, v1, buf, pitch):
 @njit(cache=True)
 def scatter_tile(o, ob, osm, osn, v0, v1, buf, pitch):
     """Write the valid region of ``buf`` to a strided output tile (the inverse of gather)."""
-    if abs(osm) < abs(osn):
+    if osn == 1:
+        for r in range(v0):
+            dst = ob + r * osm
+            o[dst:dst + v1] = buf[r * pitch:r * pitch + v1]
+    elif abs(osm) < abs(osn):
         for c in range(v1):
             dst = ob + c * osn
             for r in range(v0):

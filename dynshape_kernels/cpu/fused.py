@@ -159,6 +159,7 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
     eps = np.float64(pattrs[fctl[F_EPS]])
     is_sum = code == SUM or code == MEAN
     rows_per_block = max(1, CHUNK // n) if n <= CHUNK else 1
+    ob = buf[max(CHUNK, n):] if tail == T_ROWWISE else buf     # the row op's output half
     i = 0
     while i < v0:
         nr = min(rows_per_block, v0 - i)
@@ -169,10 +170,10 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
             apply_steps_range(prog, 0, split, pattrs, buf, 0, n, nr, n, r, 0, 0, sides, sgeo)
             if tail == T_ROWWISE:
                 for k in range(nr):
-                    _row_op(code, buf[k * n:(k + 1) * n], eps, lanes)
-                apply_steps_range(prog, split, nsteps, pattrs, buf, 0, n, nr, n, r, 0, 0, sides,
+                    _row_op(code, buf[k * n:(k + 1) * n], ob[k * n:(k + 1) * n], eps, lanes)
+                apply_steps_range(prog, split, nsteps, pattrs, ob, 0, n, nr, n, r, 0, 0, sides,
                                   sgeo)
-                scatter_tile(o, ob0 + r * osm, osm, osn, nr, n, buf, n)
+                scatter_tile(o, ob0 + r * osm, osm, osn, nr, n, ob, n)
             else:
                 for k in range(nr):
                     a, e = _reduce_block(code, buf, k * n, n, _sum_zero(x), x[0], True, lanes)
@@ -194,12 +195,12 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
                 if tail != T_ROWWISE:
                     racc, rext = _reduce_block(code, buf, 0, w, racc, rext, c0 == 0, lanes)
             if tail == T_ROWWISE:
-                _row_op(code, buf[:n], eps, lanes)
+                _row_op(code, buf[:n], ob[:n], eps, lanes)
                 for c0 in range(0, n, CHUNK):
                     w = min(CHUNK, n - c0)
-                    apply_steps_range(prog, split, nsteps, pattrs, buf, c0, w, 1, w, r, c0, 0,
+                    apply_steps_range(prog, split, nsteps, pattrs, ob, c0, w, 1, w, r, c0, 0,
                                       sides, sgeo)
-                scatter_tile(o, ob0 + r * osm, osm, osn, 1, n, buf, n)
+                scatter_tile(o, ob0 + r * osm, osm, osn, 1, n, ob, n)
             elif is_sum:
                 _store_sum(o, oi_out, of_out, ob0 + r * osm, racc, code == MEAN, n)
             else:
@@ -264,7 +265,7 @@ def _chunk(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides, c, 
     if tail == T_NONE or tail == T_REDUCE_ALL:
         size = fctl[F_T0] * fctl[F_T1]
     elif tail == T_ROWWISE:
-        size = max(CHUNK, common[C_N])
+        size = 2 * max(CHUNK, common[C_N])      # the rows, and the row op's output
     else:
         size = CHUNK
     buf = np.empty(size, dtype=o.dtype)

@@ -11,39 +11,41 @@ from .reduce_runs import _ext_run, _sum_run, nan_max, nan_min
 
 
 # ---- row-wise tail on a contiguous row -------------------------------------------------------
-def _row_op(code, row, eps, lanes):
-    """In place: softmax / log_softmax / layer_norm / rms_norm of a contiguous row (float
-    rows; integer chains never get here, their overload is empty)."""
+def _row_op(code, row, out, eps, lanes):
+    """softmax / log_softmax / layer_norm / rms_norm of a contiguous row into ``out`` (float
+    rows; integer chains never get here, their overload is empty). ``out`` is another buffer:
+    with the result written over its input, the vectorizer's run-time overlap check fails and
+    the loops run scalar (5x slower)."""
 
 
 @overload(_row_op)
-def _row_op_impl(code, row, eps, lanes):
+def _row_op_impl(code, row, out, eps, lanes):
     if not isinstance(row.dtype, types.Float):
-        return lambda code, row, eps, lanes: None
+        return lambda code, row, out, eps, lanes: None
 
-    def impl(code, row, eps, lanes):
+    def impl(code, row, out, eps, lanes):
         n = row.shape[0]
         if code == SOFTMAX or code == LOG_SOFTMAX:
             m = np.float64(_ext_run(row, True, lanes))
-            s = rowwise._run(code, 1, row, row, row, row, m, 0.0, 0.0, False, False)
+            s = rowwise._run(code, 1, row, out, row, row, m, 0.0, 0.0, False, False)
             if code == SOFTMAX:
-                rowwise._run(code, 2, row, row, row, row, m, 0.0, 1.0 / s, False, False)
+                rowwise._run(code, 2, row, out, row, row, m, 0.0, 1.0 / s, False, False)
             else:
-                rowwise._run(code, 2, row, row, row, row, m, np.log(s), 0.0, False, False)
+                rowwise._run(code, 2, row, out, row, row, m, np.log(s), 0.0, False, False)
             return
         if code == LAYER_NORM and row.itemsize == 4:
             s1, s2 = rowwise._sum_and_sq(row)
             c = s1 / n
             var = max(s2 / n - c * c, 0.0)
         else:
-            s1 = rowwise._run(code, 0, row, row, row, row, 0.0, 0.0, 0.0, False, False)
+            s1 = rowwise._run(code, 0, row, out, row, row, 0.0, 0.0, 0.0, False, False)
             if code == LAYER_NORM:
                 c = s1 / n
-                var = rowwise._run(code, 1, row, row, row, row, 0.0, c, 0.0, False, False) / n
+                var = rowwise._run(code, 1, row, out, row, row, 0.0, c, 0.0, False, False) / n
             else:
                 c = 0.0
                 var = s1 / n
-        rowwise._run(code, 2, row, row, row, row, 0.0, c, 1.0 / np.sqrt(var + eps), False, False)
+        rowwise._run(code, 2, row, out, row, row, 0.0, c, 1.0 / np.sqrt(var + eps), False, False)
     return impl
 
 
