@@ -164,10 +164,35 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
     while i < v0:
         nr = min(rows_per_block, v0 - i)
         r = r0 + i
-        if n <= CHUNK:
-            # a block of nr whole rows at pitch n
-            gather_tile(x, xb0 + r * xsm, xsm, xsn, nr, n, buf, n)
-            apply_steps_range(prog, 0, split, pattrs, buf, 0, n, nr, n, r, 0, 0, sides, sgeo)
+        if n <= CHUNK and xsn == 1 and split == 0:
+            # no steps before the tail: the tail reads the rows of x in place
+            xr = xb0 + r * xsm
+            if tail == T_ROWWISE:
+                for k in range(nr):
+                    _row_op(code, x[xr + k * xsm:xr + k * xsm + n], ob[k * n:(k + 1) * n],
+                            eps, lanes)
+                apply_steps_range(prog, split, nsteps, pattrs, ob, 0, n, nr, n, r, 0, 0, sides,
+                                  sgeo)
+                scatter_tile(o, ob0 + r * osm, osm, osn, nr, n, ob, n)
+            else:
+                for k in range(nr):
+                    a, e = _reduce_block(code, x, xr + k * xsm, n, _sum_zero(x), x[0], True,
+                                         lanes)
+                    if is_sum:
+                        _store_sum(o, oi_out, of_out, ob0 + (r + k) * osm, a, code == MEAN, n)
+                    else:
+                        o[ob0 + (r + k) * osm] = e
+        elif n <= CHUNK:
+            # a block of nr whole rows at pitch n; the first step reads unit-stride rows of x
+            # directly (no copy of x first) when it can
+            first = 0
+            if xsn == 1 and _first_step_from(x, buf, prog[:split], pattrs, sides, sgeo,
+                                             xb0 + r * xsm, xsm, 0, n, nr, n, r, 0):
+                first = 1
+            else:
+                gather_tile(x, xb0 + r * xsm, xsm, xsn, nr, n, buf, n)
+            apply_steps_range(prog, first, split, pattrs, buf, 0, n, nr, n, r, 0, 0, sides,
+                              sgeo)
             if tail == T_ROWWISE:
                 for k in range(nr):
                     _row_op(code, buf[k * n:(k + 1) * n], ob[k * n:(k + 1) * n], eps, lanes)
