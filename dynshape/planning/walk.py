@@ -12,7 +12,9 @@ from dynshape.planning.plane import Tiling
 ENTRY_NS = 80.0      # per work item: decode, scratch allocation
 ROW_NS = 5.0         # per tile row
 OUT_NS = 12.0        # LANES: per output element (run setup, final lane combine)
-STEP_NS = 6.0        # COLUMNS: per reduced index (offsets, views)
+STEP_NS = 60.0       # COLUMNS: per reduced index and tile row: a new strided row (its
+                     # lines missed by the prefetcher: 128-wide strips run at 1/4 the
+                     # bandwidth of 1024-wide ones, measured)
 ELEM_NS = 0.1        # per element and pass on the vector path
 
 
