@@ -48,3 +48,19 @@ __all__ = ["run", "explain", "fuse", "Fused", "FusedTable", "warm", "warmup", "k
            "TableFormatError", "ArgumentError", "OutputError", "EmptyReductionError",
            "DomainError", "SettingError", "MissingExtraError", "PackageError",
            "PackageWarning", "UnsignedPackageWarning", "TableStoreWarning"]
+
+
+def load_onnx(source, optimize=True):
+    """An ONNX model (path, bytes or onnx.ModelProto) run by dynshape: a ``Model`` with
+    onnxruntime's ``run(output_names, input_feed)`` (the ``onnx`` extra)."""
+    from dynshape.graph import load_onnx as _load
+    return _load(source, optimize=optimize)
+
+
+def onnx_supported_ops():
+    """{ONNX op type: "cpu" or "host"}: the op types ``load_onnx`` accepts."""
+    from dynshape.graph import onnx_supported_ops as _ops
+    return _ops()
+
+
+__all__ += ["load_onnx", "onnx_supported_ops"]

@@ -1,0 +1,154 @@
+"""Rewrites that make real exports fast, on the IR, before the plan is built:
+
+* the Erf subgraph of GELU (``x * 0.5 * (1 + erf(x / sqrt 2))`` in either association, or
+  with ``x * (1/sqrt 2)``) becomes one ``Gelu`` node;
+* ``BatchNormalization`` after a ``Conv`` whose weights are initializers is folded into the
+  conv's weights and bias;
+* ``MatMul`` + ``Add`` of a bias vector becomes one matmul with a bias epilogue, and a
+  following ``Relu`` its activation; ``Conv`` + ``Relu`` likewise.
+
+A rewrite applies only where the intermediate values are read by nothing else and are not
+graph outputs, so results are unchanged (up to rounding).
+"""
+import math
+
+import numpy as np
+
+
+class _Index:
+    def __init__(self, graph):
+        self.g = graph
+        self.prod = graph.producers()
+        self.cons = graph.consumers()
+        self.outs = {v.name for v in graph.outputs}
+
+    def const(self, name):
+        """The constant value of ``name`` (an initializer or a Constant node), or None."""
+        if name in self.g.initializers:
+            return self.g.initializers[name]
+        p = self.prod.get(name)
+        if p is not None and p.op == "Constant" and "value" in p.attrs:
+            return np.asarray(p.attrs["value"])
+        return None
+
+    def only_reader(self, name):
+        """The single node reading ``name`` (None if several, none, or a graph output)."""
+        readers = self.cons.get(name, [])
+        return readers[0] if len(readers) == 1 and name not in self.outs else None
+
+    def other(self, node, name):
+        a, b = node.inputs[:2]
+        return b if a == name else a if b == name else None
+
+
+def _near(v, target):
+    return v is not None and v.size == 1 and abs(float(v.reshape(())) - target) < 1e-4
+
+
+def fuse_gelu(graph):
+    ix = _Index(graph)
+    drop, n_done = set(), 0
+    for e in list(graph.nodes):
+        if e.op != "Erf" or e.name in drop:
+            continue
+        d = ix.prod.get(e.inputs[0])
+        if d is None or not ((d.op == "Div" and _near(ix.const(d.inputs[1]), math.sqrt(2)))
+                             or (d.op == "Mul" and (_near(ix.const(d.inputs[1]), 1 / math.sqrt(2))
+                                                    or _near(ix.const(d.inputs[0]),
+                                                             1 / math.sqrt(2))))):
+            continue
+        x = d.inputs[0] if d.op == "Div" or ix.const(d.inputs[1]) is not None else d.inputs[1]
+        add = ix.only_reader(e.outputs[0])
+        if add is None or add.op != "Add" or not _near(ix.const(ix.other(add, e.outputs[0])), 1):
+            continue
+        m1 = ix.only_reader(add.outputs[0])
+        if m1 is None or m1.op != "Mul":
+            continue
+        o1 = ix.other(m1, add.outputs[0])
+        if o1 == x:                                  # (x * (1 + erf)) * 0.5
+            m2 = ix.only_reader(m1.outputs[0])
+            if m2 is None or m2.op != "Mul" or not _near(ix.const(ix.other(m2, m1.outputs[0])),
+                                                         0.5):
+                continue
+            out, dead = m2.outputs[0], [d, e, add, m1, m2]
+        else:                                        # (x * 0.5) * (1 + erf)
+            h = ix.prod.get(o1)
+            if h is None or h.op != "Mul" or ix.other(h, x) is None or \
+                    not _near(ix.const(ix.other(h, x)), 0.5) or ix.only_reader(o1) is not m1:
+                continue
+            out, dead = m1.outputs[0], [d, e, add, h, m1]
+        if any(ix.only_reader(n.outputs[0]) is None for n in dead[:-1] if n is not d) or \
+                ix.only_reader(d.outputs[0]) is not e:
+            continue
+        drop.update(n.name for n in dead)
+        last = dead[-1]
+        last.op, last.inputs, last.attrs = "Gelu", [x], {"approximate": "none"}
+        last.outputs = [out]
+        drop.discard(last.name)
+        n_done += 1
+    graph.nodes = [n for n in graph.nodes if n.name not in drop]
+    return n_done
+
+
+def fold_batch_norm(graph):
+    ix = _Index(graph)
+    drop, n_done = set(), 0
+    for bn in list(graph.nodes):
+        if bn.op != "BatchNormalization" or len(bn.outputs) > 1 and any(bn.outputs[1:]):
+            continue
+        c = ix.prod.get(bn.inputs[0])
+        if c is None or c.op != "Conv" or ix.only_reader(c.outputs[0]) is not bn:
+            continue
+        params = [ix.const(i) for i in bn.inputs[1:5]]
+        w = graph.initializers.get(c.inputs[1])
+        if w is None or any(p is None for p in params) or \
+                len(ix.cons.get(c.inputs[1], [])) != 1:
+            continue
+        scale, beta, mean, var = (p.astype(np.float64) for p in params)
+        a = scale / np.sqrt(var + bn.attrs.get("epsilon", 1e-5))
+        b0 = graph.initializers.get(c.inputs[2]) if len(c.inputs) > 2 and c.inputs[2] else None
+        b0 = np.zeros(w.shape[0]) if b0 is None else b0.astype(np.float64)
+        wname, bname = c.inputs[1] + "_bnfold", c.name + "_bnfold_bias"
+        graph.initializers[wname] = (w * a.reshape(-1, *([1] * (w.ndim - 1)))).astype(w.dtype)
+        graph.initializers[bname] = ((b0 - mean) * a + beta).astype(w.dtype)
+        c.inputs = [c.inputs[0], wname, bname]
+        c.outputs = [bn.outputs[0]]
+        drop.add(bn.name)
+        n_done += 1
+    graph.nodes = [n for n in graph.nodes if n.name not in drop]
+    return n_done
+
+
+def epilogues(graph):
+    """MatMul + Add(bias vector) [+ Relu] and Conv + Relu into one kernel call."""
+    ix = _Index(graph)
+    drop, n_done = set(), 0
+    for n in list(graph.nodes):
+        if n.op not in ("MatMul", "Conv") or n.name in drop:
+            continue
+        out = n.outputs[0]
+        nxt = ix.only_reader(out)
+        if n.op == "MatMul" and nxt is not None and nxt.op == "Add":
+            bias = ix.const(ix.other(nxt, out))
+            if bias is not None and bias.ndim == 1:
+                n.attrs = dict(n.attrs, _bias=bias)
+                n.outputs = [nxt.outputs[0]]
+                drop.add(nxt.name)
+                out = nxt.outputs[0]
+                n_done += 1
+                ix = _Index(graph)
+                nxt = ix.only_reader(out)
+        if nxt is not None and nxt.op == "Relu":
+            n.attrs = dict(n.attrs, _activation="relu")
+            n.outputs = [nxt.outputs[0]]
+            drop.add(nxt.name)
+            n_done += 1
+        graph.nodes = [m for m in graph.nodes if m.name not in drop]
+        ix = _Index(graph)
+    return n_done
+
+
+def rewrite(graph):
+    """Apply every rewrite; returns {rewrite: count}."""
+    return {"gelu": fuse_gelu(graph), "batch_norm_folded": fold_batch_norm(graph),
+            "epilogues": epilogues(graph)}

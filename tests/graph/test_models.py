@@ -1,0 +1,93 @@
+"""Real models exported from PyTorch with dynamic axes, run at several shapes against ONNX
+Runtime, with zero Numba compilations after the first shape."""
+import numpy as np
+import pytest
+
+import dynshape
+from dynshape import testing
+
+ort = pytest.importorskip("onnxruntime")
+
+SHAPES = {
+    "mlp": [{"x": (3, 64)}, {"x": (17, 64)}, {"x": (1, 64)}],
+    "cnn": [{"img": (1, 3, 20, 24)}, {"img": (2, 3, 33, 17)}, {"img": (1, 3, 8, 9)}],
+    "resnet": [{"img": (1, 3, 16, 16)}, {"img": (3, 3, 23, 19)}],
+    "encoder": [{"x": (2, 7, 32)}, {"x": (3, 13, 32)}, {"x": (1, 50, 32)}],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_model_matches_onnxruntime_at_every_shape(exported, name):
+    data = exported[name]
+    m = dynshape.load_onnx(data)
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    for k, shapes in enumerate(SHAPES[name]):
+        rng = np.random.default_rng(k)
+        feed = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
+        with testing.count_compilations() as c:
+            got = m.run(None, feed)
+        if k > 0:
+            assert c.count == 0, f"{name} compiled {c.count} function(s) at a new shape"
+        ref = sess.run(None, feed)
+        assert len(got) == len(ref)
+        for g, r in zip(got, ref):
+            assert g.shape == r.shape and g.dtype == r.dtype
+            np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
+
+
+def test_rewrites_apply_and_change_nothing(exported):
+    for name in ("mlp", "encoder", "resnet"):
+        data = exported[name]
+        fast, plain = dynshape.load_onnx(data), dynshape.load_onnx(data, optimize=False)
+        assert len(fast.graph.nodes) < len(plain.graph.nodes)
+        feed = {a.name: np.random.default_rng(1).standard_normal(
+            [3 if isinstance(d, str) else d for d in a.shape]).astype(np.float32)
+            for a in fast.get_inputs()}
+        for f, p in zip(fast.run(None, feed), plain.run(None, feed)):
+            np.testing.assert_allclose(f, p, rtol=1e-5, atol=1e-5)
+    assert dynshape.load_onnx(exported["mlp"]).rewrites["gelu"] == 1
+    assert dynshape.load_onnx(exported["encoder"]).rewrites["gelu"] == 2
+    assert "Erf" not in {n.op for n in dynshape.load_onnx(exported["encoder"]).graph.nodes}
+
+
+def test_interface_follows_onnxruntime(exported):
+    data = exported["encoder"]
+    m = dynshape.load_onnx(data)
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    for mine, theirs in ((m.get_inputs(), sess.get_inputs()), (m.get_outputs(), sess.get_outputs())):
+        assert [(a.name, a.type, a.shape) for a in mine] == \
+            [(a.name, a.type, a.shape) for a in theirs]
+    x = np.random.default_rng(0).standard_normal((2, 5, 32)).astype(np.float32)
+    (y,) = m.run(["y"], {"x": x})
+    assert y.shape == (2, 5, 32)
+
+
+def test_run_batch_splits_back_exactly(exported):
+    m = dynshape.load_onnx(exported["encoder"])
+    rng = np.random.default_rng(2)
+    reqs = [{"x": rng.standard_normal((b, t, 32)).astype(np.float32)}
+            for b, t in ((1, 9), (2, 9), (1, 4), (3, 9))]
+    outs = m.run_batch(None, reqs)
+    for req, out in zip(reqs, outs):
+        np.testing.assert_allclose(out[0], m.run(None, req)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_explain_lists_every_step(exported):
+    m = dynshape.load_onnx(exported["cnn"])
+    text = m.explain({"img": (1, 3, 20, 24)})
+    assert text.startswith("plan:") and "Conv" in text and "cpu" in text
+    assert len(text.splitlines()) == len(m.plan.steps) + 1
+
+
+def test_plan_releases_every_intermediate_after_its_last_reader(exported):
+    m = dynshape.load_onnx(exported["encoder"])
+    plan, g = m.plan, m.graph
+    kept = {plan.slot[n] for n in g.initializers} | set(plan.outputs.values())
+    produced = {o for step in plan.steps for o in step[2] if o >= 0}
+    read = {i for step in plan.steps for i in step[1] if i >= 0}
+    released = [d for step in plan.steps for d in step[3]]
+    assert len(released) == len(set(released)), "a slot is released twice"
+    assert set(released) == (produced | set(plan.inputs)) & read - kept
+    for k, (_, ins, _, dead) in enumerate(plan.steps):       # released only after its
+        for d in dead:                                        # last reader
+            assert d in ins and all(d not in s[1] for s in plan.steps[k + 1:])
