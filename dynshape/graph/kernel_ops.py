@@ -268,10 +268,20 @@ def transpose(inputs, attrs):
 
 
 def fused(inputs, attrs):
-    """A chain of elementwise nodes run as one dynshape fused sequence (rewrites.py)."""
-    f = attrs["_fused"]
-    names = attrs["_sides"]
-    return [f(inputs[0], **dict(zip(names, inputs[1:])))]
+    """A chain of elementwise nodes run as one dynshape fused sequence (rewrites.py); the
+    nodes one by one for a dtype the fused driver does not take, or operands of another
+    dtype."""
+    x = inputs[0]
+    if x.dtype in NUMERIC and all(s.dtype == x.dtype for s in inputs[1:]):
+        return [attrs["_fused"](x, **dict(zip(attrs["_sides"], inputs[1:])))]
+    chain = attrs["_chain"]
+    env = dict(attrs["_consts"])
+    env.update(zip(attrs["_side_values"], inputs[1:]))
+    env[chain[0].inputs[0]] = x
+    for n in chain:
+        out = KERNEL_OPS[n.op]([env[i] for i in n.inputs], n.attrs)[0]
+        env[n.outputs[0]] = out
+    return [out]
 
 
 #: op type -> fn; the importer's "cpu" ops

@@ -5,7 +5,8 @@
 * ``BatchNormalization`` after a ``Conv`` whose weights are initializers is folded into the
   conv's weights and bias;
 * ``MatMul`` + ``Add`` of a bias vector becomes one matmul with a bias epilogue, and a
-  following ``Relu`` its activation; ``Conv`` + ``Relu`` likewise.
+  following ``Relu`` its activation; ``Conv`` + ``Relu`` likewise;
+* chains of elementwise nodes become one dynshape fused sequence (``DsFused``).
 
 A rewrite applies only where the intermediate values are read by nothing else and are not
 graph outputs, so results are unchanged (up to rounding).
@@ -151,4 +152,99 @@ def epilogues(graph):
 def rewrite(graph):
     """Apply every rewrite; returns {rewrite: count}."""
     return {"gelu": fuse_gelu(graph), "batch_norm_folded": fold_batch_norm(graph),
-            "epilogues": epilogues(graph)}
+            "epilogues": epilogues(graph), "fused_chains": fuse_chains(graph)}
+
+
+#: ONNX unary op -> the fused step (dynshape op name) it becomes
+_CHAIN_UNARY = {"Relu": "relu", "Abs": "abs", "Neg": "neg", "Exp": "exp", "Log": "log",
+                "Sqrt": "sqrt", "Sigmoid": "sigmoid", "Tanh": "tanh", "Reciprocal": "reciprocal"}
+_CHAIN_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+
+
+def _step(ix, node, running):
+    """(fused step, side value name or None) for ``node`` applied to the running value, or
+    None when the node cannot join a chain."""
+    if node.op in _CHAIN_UNARY:
+        return _CHAIN_UNARY[node.op], None
+    if node.op in ("Softmax", "LogSoftmax") and node.attrs.get("axis", -1) == -1:
+        return ("softmax" if node.op == "Softmax" else "log_softmax"), None
+    if node.op == "Gelu":
+        return ("gelu", {"approximate": node.attrs.get("approximate", "none")}), None
+    if node.op == "LeakyRelu":
+        return ("leaky_relu", {"alpha": float(node.attrs.get("alpha", 0.01))}), None
+    if node.op in _CHAIN_BINARY and len(node.inputs) == 2:
+        a, b = node.inputs
+        other = b if a == running else a if b == running else None
+        if other is None or a == b:
+            return None
+        c = ix.const(other)
+        name = _CHAIN_BINARY[node.op]
+        if c is not None and c.size == 1 and c.dtype.kind == "f":
+            v = float(c.reshape(()))
+            return ((name, v) if a == running else (name, v, "_")), None
+        side = "s_" + other.replace(".", "_").replace("/", "_").replace(":", "_")
+        return ((name, side) if a == running else (name, side, "_")), other
+    return None
+
+
+def fuse_chains(graph):
+    """Chains of two or more elementwise nodes (each intermediate read by the next node
+    only) into one ``DsFused`` node running a dynshape fused sequence: one pass over the
+    data, no intermediate tensors."""
+    from dynshape.fusion.run import fuse
+    ix = _Index(graph)
+    used, n_done, new_nodes = set(), 0, {}
+    for n in graph.nodes:
+        if n.name in used or not n.inputs or not n.outputs:
+            continue
+        first = _step(ix, n, n.inputs[0])
+        if first is None or n.op in ("Softmax", "LogSoftmax"):
+            continue
+        chain, steps, sides = [n], [first[0]], [first[1]] if first[1] else []
+        cur = n
+        while cur.op not in ("Softmax", "LogSoftmax"):      # a row-wise op ends a chain
+            nxt = ix.only_reader(cur.outputs[0])
+            if nxt is None or nxt.name in used:
+                break
+            st = _step(ix, nxt, cur.outputs[0])
+            if st is None:
+                break
+            chain.append(nxt)
+            steps.append(st[0])
+            if st[1] is not None:
+                sides.append(st[1])
+            cur = nxt
+        if len(chain) < 2:
+            continue
+        names = []
+        for s in steps:
+            if isinstance(s, tuple) and len(s) >= 2 and isinstance(s[1], str) and \
+                    s[1].startswith("s_") and s[1] not in names:
+                names.append(s[1])
+        side_values = []
+        for nm in names:
+            side_values.append(next(o for o in sides
+                                    if "s_" + o.replace(".", "_").replace("/", "_")
+                                    .replace(":", "_") == nm))
+        try:
+            f = fuse(steps)
+        except Exception:
+            continue
+        used.update(c.name for c in chain)
+        consts = {i: ix.const(i) for c in chain[1:] for i in c.inputs
+                  if i not in side_values and ix.const(i) is not None}
+        # placed where the chain ends: every side input exists by then
+        new_nodes[chain[-1].name] = type(n)(chain[-1].name + "_fused", "DsFused",
+                                           [chain[0].inputs[0]] + side_values,
+                                           [chain[-1].outputs[0]],
+                                           {"_fused": f, "_sides": names, "_chain": list(chain),
+                                            "_side_values": side_values, "_consts": consts})
+        n_done += 1
+    out = []
+    for n in graph.nodes:
+        if n.name in new_nodes:
+            out.append(new_nodes[n.name])
+        elif n.name not in used:
+            out.append(n)
+    graph.nodes = out
+    return n_done

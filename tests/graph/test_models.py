@@ -91,3 +91,25 @@ def test_plan_releases_every_intermediate_after_its_last_reader(exported):
     for k, (_, ins, _, dead) in enumerate(plan.steps):       # released only after its
         for d in dead:                                        # last reader
             assert d in ins and all(d not in s[1] for s in plan.steps[k + 1:])
+
+
+def test_elementwise_chains_become_one_fused_sequence():
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    b = np.random.default_rng(0).standard_normal(16).astype(np.float32)
+    nodes = [helper.make_node("Add", ["x", "b"], ["a"]), helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Mul", ["r", "half"], ["m"]),
+             helper.make_node("Softmax", ["m"], ["y"], axis=-1)]
+    g = helper.make_graph(nodes, "chain",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 16])],
+                          [numpy_helper.from_array(b, "b"),
+                           numpy_helper.from_array(np.array(0.5, np.float32), "half")])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    m = dynshape.load_onnx(data)
+    assert m.rewrites["fused_chains"] == 1 and [n.op for n in m.graph.nodes] == ["DsFused"]
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    for n in (1, 5, 300):
+        x = np.random.default_rng(n).standard_normal((n, 16)).astype(np.float32)
+        np.testing.assert_allclose(m.run(None, {"x": x})[0], sess.run(None, {"x": x})[0],
+                                   rtol=1e-5, atol=1e-6)
