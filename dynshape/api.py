@@ -37,7 +37,7 @@ def run(op, *arrays, out=None, target=None, **attrs):
     executor = _EXECUTORS.get(spec.executor) or executor_of(spec.executor)
     result = executor.run(launch)
     if sig is not None:
-        REPLAY.record(sig, executor, launch, arrays, out)
+        REPLAY.record(sig, executor, launch, arrays, out, attrs)
     if launch.finalize is not None:
         result = launch.finalize(result)
     return result

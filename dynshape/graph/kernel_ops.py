@@ -262,9 +262,11 @@ def batch_norm(inputs, attrs):
 
 
 def transpose(inputs, attrs):
+    """A strided view: dynshape's kernels read any strides, so the next kernel reads the
+    permuted layout in place and no copy is made (a Reshape after it copies, as NumPy does)."""
     x = inputs[0]
     perm = attrs.get("perm")
-    return [api.run("transpose", x, axes=tuple(perm) if perm is not None else None)]
+    return [x.transpose(perm) if perm is not None else x.T]
 
 
 def fused(inputs, attrs):

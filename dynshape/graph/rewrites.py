@@ -120,6 +120,33 @@ def fold_batch_norm(graph):
     return n_done
 
 
+def gemm_to_matmul(graph):
+    """Gemm with constant B (alpha = beta = 1, transA = 0) and a constant bias vector C (or
+    none): a MatMul of B laid out once as K x N (transposed now when transB) with the bias
+    epilogue: the layer's call then replays with nothing to transpose or check."""
+    ix = _Index(graph)
+    n_done = 0
+    for n in graph.nodes:
+        a = n.attrs
+        if n.op != "Gemm" or a.get("alpha", 1.0) != 1.0 or a.get("transA", 0):
+            continue
+        w = graph.initializers.get(n.inputs[1])
+        c = ix.const(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
+        if w is None or w.ndim != 2 or len(ix.cons.get(n.inputs[1], [])) != 1:
+            continue
+        if len(n.inputs) > 2 and n.inputs[2] and (c is None or a.get("beta", 1.0) != 1.0):
+            continue
+        if c is not None and not (c.ndim == 1 or c.ndim == 2 and c.shape[0] == 1):
+            continue
+        wname = n.inputs[1] + "_kn"
+        graph.initializers[wname] = np.ascontiguousarray(w.T if a.get("transB", 0) else w)
+        n.op, n.inputs, n.attrs = "MatMul", [n.inputs[0], wname], {}
+        if c is not None:
+            n.attrs["_bias"] = np.ascontiguousarray(c.reshape(-1))
+        n_done += 1
+    return n_done
+
+
 def epilogues(graph):
     """MatMul + Add(bias vector) [+ Relu] and Conv + Relu into one kernel call."""
     ix = _Index(graph)
@@ -129,7 +156,7 @@ def epilogues(graph):
             continue
         out = n.outputs[0]
         nxt = ix.only_reader(out)
-        if n.op == "MatMul" and nxt is not None and nxt.op == "Add":
+        if n.op == "MatMul" and nxt is not None and nxt.op == "Add" and "_bias" not in n.attrs:
             bias = ix.const(ix.other(nxt, out))
             if bias is not None and bias.ndim == 1:
                 n.attrs = dict(n.attrs, _bias=bias)
@@ -152,6 +179,7 @@ def epilogues(graph):
 def rewrite(graph):
     """Apply every rewrite; returns {rewrite: count}."""
     return {"gelu": fuse_gelu(graph), "batch_norm_folded": fold_batch_norm(graph),
+            "gemm_to_matmul": gemm_to_matmul(graph),
             "epilogues": epilogues(graph), "fused_chains": fuse_chains(graph)}
 
 

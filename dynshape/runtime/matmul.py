@@ -123,8 +123,7 @@ class MatmulExecutor(Executor):
         ex = launch.extra
         a, b = launch.inputs
         if (len(arrays) != 2 or a is not arrays[0] or b is not arrays[1] or a.size == 0
-                or b.size == 0 or ex["cin"] is not None or ex["bias"] is not None
-                or "steps" in ex):
+                or b.size == 0 or ex["cin"] is not None or "steps" in ex):
             return None
         args = list(_args(launch, table))
         target, dt, nth = get_target(launch.target), launch.dtype, args[-1]

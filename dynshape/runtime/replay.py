@@ -49,23 +49,25 @@ def signature(op, arrays, out, attrs):
             return None
         parts.append((a.dtype, a.shape, a.strides, a is out))
     if attrs:
-        parts.append(tuple([(k, type(v), v) for k, v in attrs.items()]))
+        parts.append(tuple([(k, type(v), v) if type(v) is not _ND else
+                            (k, "array", id(v), v.dtype, v.shape, v.strides)
+                            for k, v in attrs.items()]))
     return tuple(parts)          # may be unhashable (an attribute): then never recorded
 
 
 class Replay:
     """One recorded call: ``go(arrays, out)`` runs the driver; the call allocates the output
     (``shape``, ``dtype``) when the caller gave none."""
-    __slots__ = ("go", "key", "table", "shape", "dtype", "finalize", "n_in")
+    __slots__ = ("go", "key", "table", "shape", "dtype", "finalize", "held")
 
-    def __init__(self, go, key, table, shape, dtype, finalize, n_in):
+    def __init__(self, go, key, table, shape, dtype, finalize, held):
         self.go = go
         self.key = key
         self.table = table
         self.shape = shape
         self.dtype = dtype
         self.finalize = finalize
-        self.n_in = n_in
+        self.held = held                 # arrays given as attributes, kept alive
 
 
 class ReplayMemo:
@@ -107,9 +109,19 @@ class ReplayMemo:
         self.replays += 1
         return r.finalize(out) if r.finalize is not None else out
 
-    def record(self, sig, executor, launch, arrays, out):
-        """After a full call: keep its replay if the executor can make one."""
+    def record(self, sig, executor, launch, arrays, out, attrs=None):
+        """After a full call: keep its replay if the executor can make one. An array given
+        as an attribute (a matmul's bias) is part of the signature by identity; the replay
+        is kept only when the launch reads that array's own memory (a view, never a copy
+        that later calls would not refresh), and it keeps the array alive (so its identity
+        is not reused)."""
         ran = launch.ran
+        held = tuple(v for v in (attrs or {}).values() if type(v) is _ND)
+        if held:
+            seen = [v for v in list(launch.inputs) + list(launch.extra.values())
+                    if type(v) is _ND]
+            if not all(any(np.may_share_memory(h, v) for v in seen) for h in held):
+                return
         if ran is None or launch.result is not launch.out or launch.extra.get("reads_data"):
             return
         if out is not None and launch.out is not out:
@@ -127,7 +139,7 @@ class ReplayMemo:
         if go is None:
             return
         r = Replay(go, key, table, launch.out.shape, launch.out.dtype, launch.finalize,
-                   len(arrays))
+                   held)
         with self._lock:
             if len(self._entries) >= self.max_entries:
                 self._entries.clear()

@@ -254,14 +254,28 @@ class RowwiseExecutor(WalkExecutor):
 
     def replay(self, launch, arrays, table, common):
         ex = launch.extra
-        if (ex["has_w"] or ex["has_b"] or len(arrays) != 1 or launch.inputs[0] is not arrays[0]
-                or arrays[0].size == 0):
+        if not arrays or launch.inputs[0] is not arrays[0] or arrays[0].size == 0:
             return None
+        # weight and bias: placeholders (absent), or the caller's arrays read in place (the
+        # spec used them as they are: same layout, same memory), taken from each call
+        params = []
+        for k, present in ((1, ex["has_w"]), (2, ex["has_b"])):
+            p = launch.inputs[k]
+            if not present:
+                params.append(flat_view(p)[0])
+                continue
+            u = arrays[k] if len(arrays) > k else None
+            if u is None or u.shape != p.shape or u.strides != p.strides or \
+                    u.dtype != p.dtype or not np.may_share_memory(u, p):
+                return None
+            params.append(k)
         target, dt = get_target(launch.target), launch.dtype
         entries, fattrs = table.entries, launch.fattrs
-        w, b = (flat_view(a)[0] for a in launch.inputs[1:])
+        w0, b0 = params
 
         def go(arrays, out):
+            w = flat_view(arrays[w0])[0] if isinstance(w0, int) else w0
+            b = flat_view(arrays[b0])[0] if isinstance(b0, int) else b0
             target.driver("rowwise", dt)(flat_view(arrays[0])[0], w, b, flat_view(out)[0],
                                          common, entries, fattrs)
         return go

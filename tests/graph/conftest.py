@@ -1,9 +1,5 @@
-import sys
-import os
-
+"""Fixtures of the graph-layer tests."""
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))
 
 
 @pytest.fixture(scope="session")
@@ -11,7 +7,7 @@ def exported():
     """name -> ONNX bytes of the small real models (exported once per session)."""
     pytest.importorskip("torch", reason="the real-model tests export models from PyTorch")
     import warnings
-    from models import MODELS
+    from dynshape.testing.models import MODELS
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return {name: make() for name, make in MODELS.items()}

@@ -185,3 +185,39 @@ def test_views_replayed_against_numpy(shape, data):
     for _ in range(2):
         x = data.draw(testing.views(shape, dtype="float32"))
         np.testing.assert_allclose(dynshape.run("tanh", x), np.tanh(x), rtol=2e-6, atol=1e-6)
+
+
+def test_layer_norm_weights_are_read_from_each_call():
+    x = f32(20, 16)
+    for _ in range(3):
+        w, b = f32(16), f32(16)
+        y = dynshape.run("layer_norm", x, w, b)
+        mu = x.astype(np.float64).mean(-1, keepdims=True)
+        ref = (x - mu) / np.sqrt(x.astype(np.float64).var(-1, keepdims=True) + 1e-5) * w + b
+        np.testing.assert_allclose(y, ref, rtol=2e-5, atol=2e-5)
+    before = REPLAY.replays
+    w[:] = 2.0                                        # changed in place: read live
+    y = dynshape.run("layer_norm", x, w, b)
+    assert REPLAY.replays == before + 1
+    np.testing.assert_allclose(y, (x - mu) / np.sqrt(x.astype(np.float64).var(
+        -1, keepdims=True) + 1e-5) * 2.0 + b, rtol=2e-5, atol=2e-5)
+
+
+def test_matmul_bias_is_read_live_and_keyed_by_identity():
+    a, b = f32(9, 12), f32(12, 5)
+    bias = f32(5)
+    for _ in range(2):
+        np.testing.assert_allclose(dynshape.run("matmul", a, b, bias=bias),
+                                   a.astype(np.float64) @ b + bias, rtol=1e-4, atol=1e-4)
+    bias[:] = 7.0
+    np.testing.assert_allclose(dynshape.run("matmul", a, b, bias=bias),
+                               a.astype(np.float64) @ b + 7.0, rtol=1e-4, atol=1e-4)
+    other = f32(5)                                    # another array: another signature
+    np.testing.assert_allclose(dynshape.run("matmul", a, b, bias=other),
+                               a.astype(np.float64) @ b + other, rtol=1e-4, atol=1e-4)
+    b64 = f32(5).astype(np.float64)                   # converted by the spec: never replayed
+    before = REPLAY.replays
+    for _ in range(2):
+        np.testing.assert_allclose(dynshape.run("matmul", a, b, bias=b64),
+                                   a.astype(np.float64) @ b + b64, rtol=1e-4, atol=1e-4)
+    assert REPLAY.replays == before

@@ -1,5 +1,9 @@
-"""Small real models exported from PyTorch with dynamic axes (random weights), for the
-graph-layer tests and the model benchmark."""
+"""Small real models built in PyTorch (random weights) and exported to ONNX with dynamic
+axes: an MLP, a CNN with dynamic H and W, a ResNet-style network and a transformer encoder.
+Used by the graph layer's tests and the model benchmark (needs torch).
+
+``MODELS[name]()`` returns the ONNX bytes; ``MODULES[name]()`` the torch module and its
+export arguments."""
 import io
 
 
@@ -19,7 +23,7 @@ def mlp():
     torch.manual_seed(0)
     m = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.GELU(),
                       nn.Linear(128, 10), nn.LogSoftmax(-1))
-    return _export(m, (torch.randn(4, 64),), (["x"], ["y"]), {"x": {0: "batch"},
+    return (m, (torch.randn(4, 64),), (["x"], ["y"]), {"x": {0: "batch"},
                                                               "y": {0: "batch"}})
 
 
@@ -33,7 +37,7 @@ def cnn():
     with torch.no_grad():
         m[1].running_mean.uniform_(-0.5, 0.5)
         m[1].running_var.uniform_(0.5, 2.0)
-    return _export(m, (torch.randn(2, 3, 20, 24),), (["img"], ["logits"]),
+    return (m, (torch.randn(2, 3, 20, 24),), (["img"], ["logits"]),
                    {"img": {0: "n", 2: "h", 3: "w"}, "logits": {0: "n"}})
 
 
@@ -60,7 +64,7 @@ def resnet():
                 mod.running_mean.uniform_(-0.3, 0.3)
                 mod.running_var.uniform_(0.5, 1.5)
                 mod.weight.uniform_(0.5, 1.5)
-    return _export(m, (torch.randn(1, 3, 16, 16),), (["img"], ["out"]),
+    return (m, (torch.randn(1, 3, 16, 16),), (["img"], ["out"]),
                    {"img": {0: "n", 2: "h", 3: "w"}, "out": {0: "n"}})
 
 
@@ -85,8 +89,18 @@ def encoder():
 
     torch.manual_seed(0)
     m = nn.Sequential(Layer(), Layer())
-    return _export(m, (torch.randn(2, 7, 32),), (["x"], ["y"]),
+    return (m, (torch.randn(2, 7, 32),), (["x"], ["y"]),
                    {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}})
 
 
-MODELS = {"mlp": mlp, "cnn": cnn, "resnet": resnet, "encoder": encoder}
+#: name -> a builder returning (torch module, example args, (input names, output names),
+#: dynamic axes)
+MODULES = {"mlp": mlp, "cnn": cnn, "resnet": resnet, "encoder": encoder}
+
+
+def export(name):
+    """The ONNX bytes of model ``name`` (opset 17, dynamic axes)."""
+    return _export(*MODULES[name]())
+
+
+MODELS = {name: (lambda name=name: export(name)) for name in MODULES}
