@@ -50,11 +50,19 @@ __all__ = ["run", "explain", "fuse", "Fused", "FusedTable", "warm", "warmup", "k
            "PackageWarning", "UnsignedPackageWarning", "TableStoreWarning"]
 
 
-def load_onnx(source, optimize=True):
+def load_onnx(source, optimize=True, partition=None):
     """An ONNX model (path, bytes or onnx.ModelProto) run by dynshape: a ``Model`` with
-    onnxruntime's ``run(output_names, input_feed)`` (the ``onnx`` extra)."""
+    onnxruntime's ``run(output_names, input_feed)`` (the ``onnx`` extra); ``partition``
+    runs it as sub-models on their devices (see ``partition``)."""
     from dynshape.graph import load_onnx as _load
-    return _load(source, optimize=optimize)
+    return _load(source, optimize=optimize, partition=partition)
+
+
+def partition(model, method="depth", **options):
+    """Sub-models of ``model`` (a load_onnx model or a networkx graph), each run by one
+    device: method "depth" (seed 000), "typed" (seed 001) or "serial" (seed 002)."""
+    from dynshape.partitioning import partition as _partition
+    return _partition(model, method, **options)
 
 
 def onnx_supported_ops():
@@ -63,4 +71,4 @@ def onnx_supported_ops():
     return _ops()
 
 
-__all__ += ["load_onnx", "onnx_supported_ops"]
+__all__ += ["load_onnx", "onnx_supported_ops", "partition"]

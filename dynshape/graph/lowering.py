@@ -56,10 +56,26 @@ def device(node):
     return "cpu" if node.op in KERNEL_OPS else "host"
 
 
-def lower(node):
-    """``fn(inputs) -> outputs`` running ``node`` (its attributes bound)."""
+def supports(node):
+    """The devices that can run ``node``: "cpu" (dynshape kernels) for the kernel ops,
+    "host" (NumPy) for the host ops and the kernel ops with a NumPy implementation."""
+    from dynshape.graph.numpy_ops import NUMPY_OPS
+    if node.op in KERNEL_OPS:
+        return {"cpu", "host"} if node.op in NUMPY_OPS else {"cpu"}
+    return {"host"}
+
+
+def lower(node, on=None):
+    """``fn(inputs) -> outputs`` running ``node`` (its attributes bound) on device ``on``
+    (default: its own: kernels for kernel ops)."""
     attrs = node.attrs
     n_out = len(node.outputs)
+    if node.op in KERNEL_OPS and on == "host":
+        from dynshape.graph.numpy_ops import NUMPY_OPS
+        f = NUMPY_OPS[node.op]
+        if n_out > 1:
+            attrs = dict(attrs, _n_out=n_out)
+        return lambda inputs: f(inputs, attrs)
     if node.op in KERNEL_OPS:
         f = KERNEL_OPS[node.op]
         if n_out > 1:

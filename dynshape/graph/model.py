@@ -29,7 +29,32 @@ class Model:
         self.graph = graph
         self.rewrites = rewrite(graph) if optimize else {}
         self.plan = Plan(graph)
+        self.partition = None
         self._in = {v.name: v for v in graph.inputs}
+
+    def use_partition(self, partition):
+        """Run as the sub-models of ``partition`` (see :func:`load_onnx`): nodes in the
+        sub-models' order, each node on its sub-model's device; data moves only at the
+        sub-model boundaries. Returns the Partition (also ``self.partition``)."""
+        from dynshape.partitioning import Partition
+        from dynshape.partitioning import partition as make
+        if isinstance(partition, str):
+            partition = make(self, partition)
+        elif isinstance(partition, dict):
+            opts = dict(partition)
+            partition = make(self, opts.pop("method", "depth"), **opts)
+        elif not isinstance(partition, Partition):
+            raise InputError(f"partition must be a method name, a dict or a Partition, got "
+                             f"{type(partition).__name__}")
+        by_name = {n.name: n for n in self.graph.nodes}
+        order = [by_name[n] for s in partition.submodels for n in s.nodes if n in by_name]
+        if len(order) != len(self.graph.nodes):
+            raise InputError("the partition does not cover this model's nodes (was it made "
+                             "for another model?)")
+        self.graph.nodes = order
+        self.plan = Plan(self.graph, partition.placement())
+        self.partition = partition
+        return partition
 
     # ---- description ---------------------------------------------------------------------
     def get_inputs(self):

@@ -23,7 +23,10 @@ MAX_SHAPES = 64
 
 
 class Plan:
-    def __init__(self, graph):
+    """``placement``: node name -> device ("cpu" or "host") from a partition (default: each
+    node on its own device); the steps then run in the partition's order."""
+
+    def __init__(self, graph, placement=None):
         slot = {}
         for name in list(graph.initializers) + [v.name for v in graph.inputs]:
             slot.setdefault(name, len(slot))
@@ -47,11 +50,12 @@ class Plan:
         for k, n in enumerate(graph.nodes):
             dead = tuple(slot[i] for i in set(n.inputs) if i and last.get(i) == k
                          and i not in keep)
-            self.steps.append((lower(n), tuple(slot[i] if i else -1 for i in n.inputs),
+            on = placement.get(n.name) if placement else None
+            self.steps.append((lower(n, on), tuple(slot[i] if i else -1 for i in n.inputs),
                                tuple(slot[o] if o else -1 for o in n.outputs), dead))
         self.inputs = [slot[v.name] for v in graph.inputs]
         self.outputs = {v.name: slot[v.name] for v in graph.outputs}
-        self.devices = [device(n) for n in graph.nodes]
+        self.devices = [(placement or {}).get(n.name) or device(n) for n in graph.nodes]
         # constant steps (fold now) and shape steps (once per input shape)
         const = {slot[n] for n in graph.initializers}
         shaped = set()

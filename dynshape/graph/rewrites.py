@@ -259,8 +259,9 @@ def fuse_chains(graph):
         except Exception:
             continue
         used.update(c.name for c in chain)
-        consts = {i: ix.const(i) for c in chain[1:] for i in c.inputs
-                  if i not in side_values and ix.const(i) is not None}
+        consts = {i: ix.const(i) for c in chain for i in c.inputs
+                  if i and i != chain[0].inputs[0] and i not in side_values
+                  and ix.const(i) is not None}
         # placed where the chain ends: every side input exists by then
         new_nodes[chain[-1].name] = type(n)(chain[-1].name + "_fused", "DsFused",
                                            [chain[0].inputs[0]] + side_values,

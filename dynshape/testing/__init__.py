@@ -17,7 +17,7 @@ from dynshape.testing.coverage import (check_conv_table, check_coverage, check_m
                        coverage, matmul_coverage)
 
 STRATEGIES = ("shapes", "views", "tail_mode_sets", "tables", "TableCase", "sizes_in_bucket",
-              "chunk_layouts")
+              "chunk_layouts", "dags")
 
 __all__ = ["CompileCounter", "count_compilations", "start_counting", "counted", "check_conv_table", "check_coverage",
            "check_matmul_coverage", "conv_coverage", "coverage", "matmul_coverage",

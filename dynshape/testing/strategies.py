@@ -104,3 +104,29 @@ def chunk_layouts(draw, shape, max_chunks=4, whole=()):
         edges = [0] + cuts + [n]
         layout.append(tuple(b - a for a, b in zip(edges[:-1], edges[1:])))
     return tuple(layout)
+
+
+@st.composite
+def dags(draw, max_nodes=14, devices=("cpu", "host"), density=0.3):
+    """A random operator DAG for partitioning (``dynshape.partitioning.graph``'s
+    attributes): nodes 0..n-1 in execution order, edges only from lower to higher numbers,
+    each node with a non-empty random set of supporting ``devices``, compute and bytes;
+    sinks become graph outputs (data output nodes)."""
+    from dynshape.partitioning.graph import nx
+    n = draw(st.integers(1, max_nodes))
+    g = nx().DiGraph()
+    for k in range(n):
+        devs = draw(st.sets(st.sampled_from(devices), min_size=1))
+        g.add_node(k, op=draw(st.sampled_from(["Conv", "Add", "Relu", "Shape", "MatMul"])),
+                   devices=devs, compute=draw(st.integers(0, 5)), bytes=draw(st.integers(1, 64)),
+                   order=k, kind="op")
+    for v in range(1, n):
+        for u in range(v):
+            if draw(st.floats(0, 1)) < density:
+                g.add_edge(u, v, bytes=g.nodes[u]["bytes"])
+    for k, s in enumerate([x for x in list(g.nodes) if g.out_degree(x) == 0]):
+        name = f"output:{s}"
+        g.add_node(name, op="Output", devices=set(devices), compute=0, bytes=1, order=n + k,
+                   kind="output")
+        g.add_edge(s, name, bytes=1)
+    return g
