@@ -8,7 +8,15 @@ depended on: the only consumer or the only producer). The grown set is contracte
 depths recomputed before the next pick. A merge that would create a path leaving the
 sub-model and coming back is refused (the seed has no such guard).
 """
-from dynshape.partitioning.graph import DEVICES, creates_ring, execution_order, nx
+from dynshape.partitioning.graph import DEVICES, execution_order, nx, quotient_acyclic
+
+
+def _acyclic(g, assign, members):
+    """Whether placing ``members`` as one group (beside the groups placed) keeps the
+    sub-model graph free of rings."""
+    key = dict(assign)
+    key.update({n: "new" for n in members})
+    return quotient_acyclic(g, key)
 
 
 def _depths(q):
@@ -45,7 +53,7 @@ def depth_partition(g, accel="cpu", group_unsupported=False):
                 for n in order[order.index(start) + 1:]:
                     if n in assign or accel in g.nodes[n][DEVICES]:
                         break
-                    if creates_ring(g, members + [n]):
+                    if not _acyclic(g, assign, members + [n]):
                         break
                     members.append(n)
             for n in members:
@@ -62,7 +70,7 @@ def depth_partition(g, accel="cpu", group_unsupported=False):
                         continue
                     continuous = abs(depth[key[t]] - depth[key[m]]) == 1
                     unique = list(g.successors(t)) == [m] or list(g.predecessors(t)) == [m]
-                    if not (continuous or unique) or creates_ring(g, members + [t]):
+                    if not (continuous or unique) or not _acyclic(g, assign, members + [t]):
                         continue
                     members.append(t)
                     changed = True

@@ -95,11 +95,10 @@ def execution_order(g):
     return list(nx().lexicographical_topological_sort(g, key=lambda n: g.nodes[n].get(ORDER, 0)))
 
 
-def creates_ring(g, members):
-    """Whether the node set ``members`` contains a path that leaves it and comes back."""
-    members = set(members)
-    out, back = set(), set()
-    for m in members:
-        out.update(nx().descendants(g, m))
-        back.update(nx().ancestors(g, m))
-    return bool((out - members) & (back - members))
+def quotient_acyclic(g, key):
+    """Whether contracting every group (``key``: node -> group, nodes missing stand alone)
+    leaves the graph acyclic: no path leaves a group and comes back, also through others."""
+    q = nx().DiGraph()
+    q.add_edges_from((key.get(u, ("n", u)), key.get(v, ("n", v))) for u, v in g.edges
+                     if key.get(u, ("n", u)) != key.get(v, ("n", v)))
+    return nx().is_directed_acyclic_graph(q)

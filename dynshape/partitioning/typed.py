@@ -15,7 +15,7 @@ Type 1 runs on the accelerator, type 2 on the fallback device ("host"). A type-2
 with a node the fallback cannot run stays on the accelerator (said in its note).
 """
 from dynshape.errors import ArgumentError
-from dynshape.partitioning.graph import COMPUTE, DEVICES, KIND, creates_ring, execution_order
+from dynshape.partitioning.graph import COMPUTE, DEVICES, KIND, execution_order, quotient_acyclic
 
 POLICIES = ("S1331", "S1332", "S1333", "S1334")
 
@@ -29,7 +29,7 @@ def _merge_pass(g, groups, where, label):
         if a == b or label[u] != label[v]:
             continue
         union = groups[a] | groups[b]
-        if not _common(g, union) or creates_ring(g, union):
+        if not _common(g, union) or not _acyclic(g, where, a, b):
             continue
         groups[a] = union
         for n in groups[b]:
@@ -37,6 +37,11 @@ def _merge_pass(g, groups, where, label):
         del groups[b]
         merged = True
     return merged
+
+
+def _acyclic(g, where, a, b):
+    """Whether merging groups a and b keeps the sub-model graph free of rings."""
+    return quotient_acyclic(g, {n: (a if k == b else k) for n, k in where.items()})
 
 
 def _common(g, members):
@@ -80,7 +85,7 @@ def typed_partition(g, policy="S1331", threshold=0, specific=(), accel="cpu",
                     continue
                 other = where[outside[0]]
                 union = groups[gid] | groups[other]
-                if not _common(g, union) or creates_ring(g, union):
+                if not _common(g, union) or not _acyclic(g, where, gid, other):
                     continue
                 groups[gid] = union
                 for m in groups[other]:

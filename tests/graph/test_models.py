@@ -94,7 +94,7 @@ def test_plan_releases_every_intermediate_after_its_last_reader(exported):
 
 
 def test_elementwise_chains_become_one_fused_sequence():
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
     b = np.random.default_rng(0).standard_normal(16).astype(np.float32)
     nodes = [helper.make_node("Add", ["x", "b"], ["a"]), helper.make_node("Relu", ["a"], ["r"]),
