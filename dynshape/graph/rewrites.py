@@ -176,11 +176,27 @@ def epilogues(graph):
     return n_done
 
 
+def prune(graph):
+    """Drop nodes whose outputs nothing reads and that are not graph outputs (constants a
+    rewrite left unused), repeatedly."""
+    dropped = 0
+    while True:
+        ix = _Index(graph)
+        dead = [n for n in graph.nodes
+                if not any(o in ix.cons or o in ix.outs for o in n.outputs if o)]
+        if not dead:
+            return dropped
+        names = {n.name for n in dead}
+        graph.nodes = [n for n in graph.nodes if n.name not in names]
+        dropped += len(dead)
+
+
 def rewrite(graph):
     """Apply every rewrite; returns {rewrite: count}."""
     return {"gelu": fuse_gelu(graph), "batch_norm_folded": fold_batch_norm(graph),
             "gemm_to_matmul": gemm_to_matmul(graph),
-            "epilogues": epilogues(graph), "fused_chains": fuse_chains(graph)}
+            "epilogues": epilogues(graph), "fused_chains": fuse_chains(graph),
+            "pruned": prune(graph)}
 
 
 #: ONNX unary op -> the fused step (dynshape op name) it becomes
