@@ -137,10 +137,15 @@ class Model:
         return results
 
     def warmup(self, shapes):
-        """Run once on zeros of ``shapes`` (dict name -> shape, or a list of such dicts):
-        kernels loaded, tables built (and saved when a table directory is set)."""
+        """Prepare the plan for ``shapes`` (dict name -> shape, or a list of such dicts): run
+        once on zeros with every kernel's optimized table built now and, when a table
+        directory is set (``dynshape.set_table_dir``), saved there, so that a later process
+        loading the same model and directory builds no table (``cache_stats()``:
+        ``tables_loaded``); the shape arithmetic of each shape is kept."""
+        from dynshape.runtime import config
         for s in ([shapes] if isinstance(shapes, dict) else shapes):
-            self.run(None, self._zeros(s))
+            with config.policy_scope("warmup"):
+                self.run(None, self._zeros(s))
 
     def _zeros(self, shapes):
         return {n: np.zeros(tuple(shapes[n]), dtype=v.dtype or np.float32)

@@ -55,6 +55,12 @@ def current_policy():
     return _policy_override.get() or policy
 
 
+def warming():
+    """Whether the calling thread is inside a "warmup" scope (then every call looks its
+    table up, so that optimized tables are built and saved: no memo, no replay)."""
+    return _policy_override.get() == "warmup"
+
+
 @contextlib.contextmanager
 def policy_scope(p):
     """Use policy ``p`` for lookups made by the calling thread inside the block."""

@@ -85,7 +85,7 @@ class ReplayMemo:
             r = self._entries.get(sig)
         except TypeError:                # an unhashable attribute value
             return None
-        if r is None:
+        if r is None or config.warming():
             return None
         cache = self.cache
         tables = cache._tables
