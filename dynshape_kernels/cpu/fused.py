@@ -32,8 +32,8 @@ from numba import njit, prange, types
 from ..abi.common_area import (C_M, C_N, C_NOUTER, C_OPS, E_ANCH0, E_ANCH1, E_OFF0, E_OFF1,
                            OP_BLOCK, OP_SM, OP_SN)
 from .elementwise import (SERIAL_ELEMENTS, _map_contig, _zip_contig, _zip_scalar_a,
-                          _zip_scalar_b, gather_tile,
-                          outer_offset, resolve, scatter_tile)
+                          _zip_scalar_b, outer_offset, resolve)
+from .tile_copy import gather_tile, scatter_tile
 from ..abi.vocabulary import MAX, MEAN, SUM
 from .fused_tail import _partials, _reduce_block, _row_op, _store_sum, _sum_zero
 from .reduce_runs import LW, N_CHUNKS, chunk_start, nan_max, nan_min
