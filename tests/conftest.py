@@ -75,3 +75,15 @@ def driver_calls(monkeypatch):
         return driver
     monkeypatch.setattr(drivers, "get", counting_get)
     return calls
+
+
+@pytest.fixture(scope="session")
+def exported():
+    """name -> ONNX bytes of the small real models (dynshape.testing.models, exported once
+    per session): the graph-layer and partitioning tests."""
+    pytest.importorskip("torch", reason="the real-model tests export models from PyTorch")
+    import warnings
+    from dynshape.testing.models import MODELS
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {name: make() for name, make in MODELS.items()}

@@ -381,7 +381,8 @@ def _launch(fused, prog, dtype, x, arrs, out, shape, explain, ran=None):
     launch = Launch("fused", "fused", dtype, out, [x] + list(arrs), out,
                     extra={"fused": fused, "prog": prog, "shape": shape,
                            # integer pow validates its exponents' values: never replayed
-                           "reads_data": dtype.startswith("int") and "pow" in fused.raw_key})
+                           "reads_data": dtype.startswith("int")
+                           and any(st.op == "pow" for st in fused.steps)})
     if explain:
         table = FUSED.explain(launch)
         from dynshape.pictures.calls import fused_call

@@ -11,11 +11,6 @@ METHODS = {"depth": ("accel", "group_unsupported"),
            "serial": ("fusion", "max_nodes", "max_compute", "max_bytes")}
 
 
-def _common(g, nodes, prefer="cpu"):
-    common = set.intersection(*(set(g.nodes[n][G.DEVICES]) for n in nodes))
-    return prefer if prefer in common else sorted(common)[0] if common else None
-
-
 def partition(model, method="depth", network_id=None, support=None, shapes=None, **options):
     """Partition ``model`` into sub-models, each run by one device.
 
@@ -50,7 +45,7 @@ def partition(model, method="depth", network_id=None, support=None, shapes=None,
     else:
         groups = []
         for nodes in serial_partition(g, **options):
-            dev = _common(g, nodes)
+            dev = G.device_for(g, nodes, "cpu")
             if dev is None:
                 raise ArgumentError(f"a serial sub-graph mixes nodes no single device runs "
                                     f"({', '.join(map(str, nodes[:6]))}); use method "

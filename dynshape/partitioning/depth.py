@@ -8,7 +8,7 @@ depended on: the only consumer or the only producer). The grown set is contracte
 depths recomputed before the next pick. A merge that would create a path leaving the
 sub-model and coming back is refused (the seed has no such guard).
 """
-from dynshape.partitioning.graph import DEVICES, execution_order, nx, quotient_acyclic
+from dynshape.partitioning.graph import DEVICES, device_for, execution_order, nx, quotient_acyclic
 
 
 def _acyclic(g, assign, members):
@@ -77,12 +77,4 @@ def depth_partition(g, accel="cpu", group_unsupported=False):
         for n in members:
             assign[n] = len(groups)
         groups.append(members)
-    return [(sorted(m, key=order.index), accel if accel in g.nodes[m[0]][DEVICES] and
-             all(accel in g.nodes[n][DEVICES] for n in m) else _fallback(g, m))
-            for m in groups]
-
-
-def _fallback(g, members):
-    """A device every member supports ("host" first)."""
-    common = set.intersection(*(set(g.nodes[n][DEVICES]) for n in members))
-    return "host" if "host" in common else sorted(common)[0]
+    return [(sorted(m, key=order.index), device_for(g, m, accel)) for m in groups]

@@ -102,3 +102,18 @@ def quotient_acyclic(g, key):
     q.add_edges_from((key.get(u, ("n", u)), key.get(v, ("n", v))) for u, v in g.edges
                      if key.get(u, ("n", u)) != key.get(v, ("n", v)))
     return nx().is_directed_acyclic_graph(q)
+
+
+def common_devices(g, members):
+    """The devices every node of ``members`` supports."""
+    return set.intersection(*(set(g.nodes[n][DEVICES]) for n in members))
+
+
+def device_for(g, members, prefer):
+    """``prefer`` when every member supports it, else "host", else any common device, else
+    None."""
+    common = common_devices(g, members)
+    for d in (prefer, "host"):
+        if d in common:
+            return d
+    return sorted(common)[0] if common else None

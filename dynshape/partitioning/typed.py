@@ -15,7 +15,8 @@ Type 1 runs on the accelerator, type 2 on the fallback device ("host"). A type-2
 with a node the fallback cannot run stays on the accelerator (said in its note).
 """
 from dynshape.errors import ArgumentError
-from dynshape.partitioning.graph import COMPUTE, DEVICES, KIND, execution_order, quotient_acyclic
+from dynshape.partitioning.graph import (COMPUTE, DEVICES, KIND, common_devices, device_for,
+                                         execution_order, quotient_acyclic)
 
 POLICIES = ("S1331", "S1332", "S1333", "S1334")
 
@@ -28,25 +29,26 @@ def _merge_pass(g, groups, where, label):
         a, b = where[u], where[v]
         if a == b or label[u] != label[v]:
             continue
-        union = groups[a] | groups[b]
-        if not _common(g, union) or not _acyclic(g, where, a, b):
-            continue
-        groups[a] = union
-        for n in groups[b]:
-            where[n] = a
-        del groups[b]
-        merged = True
+        if _merge(g, groups, where, a, b):
+            merged = True
     return merged
+
+
+def _merge(g, groups, where, a, b):
+    """Merge group b into group a when one device runs the union and no ring appears."""
+    union = groups[a] | groups[b]
+    if not common_devices(g, union) or not _acyclic(g, where, a, b):
+        return False
+    groups[a] = union
+    for n in groups[b]:
+        where[n] = a
+    del groups[b]
+    return True
 
 
 def _acyclic(g, where, a, b):
     """Whether merging groups a and b keeps the sub-model graph free of rings."""
     return quotient_acyclic(g, {n: (a if k == b else k) for n, k in where.items()})
-
-
-def _common(g, members):
-    """The devices every member supports."""
-    return set.intersection(*(set(g.nodes[n][DEVICES]) for n in members))
 
 
 def where_order(g, n):
@@ -84,13 +86,8 @@ def typed_partition(g, policy="S1331", threshold=0, specific=(), accel="cpu",
                 if not outside:
                     continue
                 other = where[outside[0]]
-                union = groups[gid] | groups[other]
-                if not _common(g, union) or not _acyclic(g, where, gid, other):
+                if not _merge(g, groups, where, gid, other):
                     continue
-                groups[gid] = union
-                for m in groups[other]:
-                    where[m] = gid
-                del groups[other]
                 forced.add(gid)
                 forced.discard(other)
                 changed = True
@@ -118,8 +115,7 @@ def typed_partition(g, policy="S1331", threshold=0, specific=(), accel="cpu",
         elif all(fallback in g.nodes[n][DEVICES] for n in nodes):
             dev = fallback
         else:
-            common = _common(g, nodes)
-            dev = accel if accel in common else sorted(common)[0]
+            dev = device_for(g, nodes, accel)
             note = f"type 2, but {fallback} cannot run every node: on {dev}"
         out.append((nodes, dev, note, 1 if gid in type1 else 2, compute[gid]))
     return out

@@ -10,12 +10,9 @@ class CompileCounter:
         self.functions = []
 
 
-@contextlib.contextmanager
-def count_compilations():
-    """``with count_compilations() as c: ...`` then ``c.count`` is the number of compiles."""
+def _listener(counter):
+    """A Numba event listener that counts compilations into ``counter``."""
     from numba.core import event
-
-    counter = CompileCounter()
 
     class _Listener(event.Listener):
         def on_start(self, ev):
@@ -24,8 +21,16 @@ def count_compilations():
 
         def on_end(self, ev):
             pass
+    return _Listener()
 
-    with event.install_listener("numba:compile", _Listener()):
+
+@contextlib.contextmanager
+def count_compilations():
+    """``with count_compilations() as c: ...`` then ``c.count`` is the number of compiles."""
+    from numba.core import event
+
+    counter = CompileCounter()
+    with event.install_listener("numba:compile", _listener(counter)):
         yield counter
 
 
@@ -40,16 +45,7 @@ def start_counting():
     global _process_counter
     if _process_counter is None:
         counter = CompileCounter()
-
-        class _Listener(event.Listener):
-            def on_start(self, ev):
-                counter.count += 1
-                counter.functions.append(str(ev.data.get("dispatcher", "?")))
-
-            def on_end(self, ev):
-                pass
-
-        event.register("numba:compile", _Listener())
+        event.register("numba:compile", _listener(counter))
         _process_counter = counter
     _process_counter.count = 0
     _process_counter.functions = []

@@ -221,3 +221,21 @@ def test_matmul_bias_is_read_live_and_keyed_by_identity():
         np.testing.assert_allclose(dynshape.run("matmul", a, b, bias=b64),
                                    a.astype(np.float64) @ b + b64, rtol=1e-4, atol=1e-4)
     assert REPLAY.replays == before
+
+
+def test_replays_stay_bounded(monkeypatch):
+    monkeypatch.setattr(REPLAY, "max_entries", 8)
+    REPLAY.clear()
+    for n in range(1, 30):
+        dynshape.run("relu", f32(n, 3))
+        assert len(REPLAY) <= 8
+    np.testing.assert_array_equal(dynshape.run("relu", f32(5, 3) * 0), np.zeros((5, 3)))
+
+
+def test_fused_integer_pow_checks_every_call():
+    f = dynshape.fuse([("pow", "e")])
+    a = np.arange(6, dtype=np.int64)
+    f(a, e=np.ones(6, np.int64))
+    f(a, e=np.ones(6, np.int64))
+    with pytest.raises(dynshape.DomainError):
+        f(a, e=-np.ones(6, np.int64))
