@@ -27,7 +27,7 @@ from dynshape import ops  # noqa: E402
 from dynshape.api import (cache_stats, clear_cache, describe_ops, explain,  # noqa: E402
                           known_ops, last_table, run, set_cache_limit, set_policy,
                           set_table_dir, table_dir, wait_optimized, warmup)
-from dynshape.errors import (ArgumentError, DomainError, DtypeError,  # noqa: E402
+from dynshape.errors import (ArgumentError, DeviceError, DomainError, DtypeError,  # noqa: E402
                              DynshapeError, EmptyReductionError, MissingExtraError,
                              OpAttributeError, OutputError, SettingError, ShapeError,
                              TableFormatError, UnknownOpError)
@@ -46,7 +46,7 @@ __all__ = ["run", "explain", "fuse", "Fused", "FusedTable", "warm", "warmup", "k
            "register_target", "known_targets", "load_package", "unload_package",
            "DynshapeError", "UnknownOpError", "DtypeError", "ShapeError", "OpAttributeError",
            "TableFormatError", "ArgumentError", "OutputError", "EmptyReductionError",
-           "DomainError", "SettingError", "MissingExtraError", "PackageError",
+           "DomainError", "DeviceError", "SettingError", "MissingExtraError", "PackageError",
            "PackageWarning", "UnsignedPackageWarning", "TableStoreWarning"]
 
 

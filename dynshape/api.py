@@ -12,14 +12,17 @@ from dynshape.runtime.replay import REPLAY
 from dynshape.runtime.targets import get_target
 
 
-def run(op, *arrays, out=None, target=None, **attrs):
+def run(op, *arrays, out=None, target=None, stream=None, **attrs):
     """Run ``op`` on arrays of any shape; returns ``out`` (allocated when None).
 
     No compilation happens here once the op family's kernels are loaded; the parameter
     table comes from the bucketed cache or is built by the combination algorithm.
     ``target``: the name of a registered target (default: the one the arrays belong to,
-    "cpu" for NumPy arrays). ``op`` may also be an object with a ``__dynshape_run__`` method
-    (a fused sequence, ``dynshape.fuse``), which then runs the call.
+    "cpu" for NumPy arrays, "cuda" for device arrays: CuPy, Numba, anything with
+    ``__cuda_array_interface__``; the result is then the same kind of device array).
+    ``stream``: the CUDA stream of a device call (default: CuPy's current stream). ``op``
+    may also be an object with a ``__dynshape_run__`` method (a fused sequence,
+    ``dynshape.fuse``), which then runs the call.
     """
     sig = None
     if target is None and type(op) is str:
@@ -31,16 +34,46 @@ def run(op, *arrays, out=None, target=None, **attrs):
     elif not isinstance(op, str) and hasattr(op, "__dynshape_run__"):
         return op.__dynshape_run__(*arrays, out=out, **attrs)
     spec = ops.get(op)
+    executor = _EXECUTORS.get(spec.executor) or executor_of(spec.executor)
+    if target == "cuda" or (target is None and sig is None and _on_device(arrays, out)):
+        from dynshape.cuda.call import run_device
+        get_target("cuda")
+        return run_device(spec, executor, arrays, out, attrs, stream)
+    if stream is not None:
+        raise ArgumentError(f"{op}: stream= applies to device arrays only")
     launch = spec.prepare(arrays, out, attrs)
     if target is not None:
         launch.target = get_target(target).name
-    executor = _EXECUTORS.get(spec.executor) or executor_of(spec.executor)
     result = executor.run(launch)
     if sig is not None:
         REPLAY.record(sig, executor, launch, arrays, out, attrs)
     if launch.finalize is not None:
         result = launch.finalize(result)
     return result
+
+
+def _on_device(arrays, out):
+    """Whether any operand may be a device array (checked without importing CUDA)."""
+    for a in (*arrays, out):
+        t = type(a)
+        if t is np.ndarray or a is None or t in (int, float, bool):
+            continue
+        if hasattr(t, "__cuda_array_interface__") or hasattr(t, "__dlpack_device__") \
+                or t.__name__ == "FakeCUDAArray":
+            from dynshape.cuda.arrays import is_device_array
+            if is_device_array(a):
+                return True
+    return False
+
+
+def _layout_only(a):
+    """A device array's layout as a memory-less NumPy array (other values unchanged)."""
+    if type(a) is np.ndarray or not _on_device((a,), None):
+        return a
+    from dynshape.cuda.arrays import info
+    lay = info(a)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, lay.dtype), lay.shape, lay.strides,
+                                           writeable=False)
 
 
 def run_launch(spec, launch):
@@ -54,11 +87,14 @@ def run_launch(spec, launch):
 
 def explain(op, *arrays_or_shapes, dtype="float32", target=None, **attrs):
     """The ParamTable the call would use (None for an empty result). Shapes (tuples) stand
-    for C-contiguous arrays of ``dtype``; nothing is computed and no memory is touched."""
+    for C-contiguous arrays of ``dtype``; device arrays for their layout on the cuda target;
+    nothing is computed and no memory is touched."""
     if not isinstance(op, str) and hasattr(op, "__dynshape_explain__"):
         return op.__dynshape_explain__(*arrays_or_shapes, dtype=dtype, **attrs)
     spec = ops.get(op)
-    arrays = [_placeholder(a, dtype) if isinstance(a, (tuple, list)) else a
+    if target is None and _on_device(arrays_or_shapes, None):
+        target = "cuda"
+    arrays = [_placeholder(a, dtype) if isinstance(a, (tuple, list)) else _layout_only(a)
               for a in arrays_or_shapes]
     with ops.planning():
         launch = spec.prepare(arrays, None, attrs)

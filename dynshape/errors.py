@@ -48,3 +48,8 @@ class SettingError(DynshapeError, ValueError):
 
 class MissingExtraError(DynshapeError, ImportError):
     """A feature whose optional package is not installed; the message names the extra."""
+
+
+class DeviceError(DynshapeError, ValueError):
+    """Operands on different devices or mixed host and device arrays, a host operation asked
+    of a device array, or a device call this build cannot run (the message says which)."""

@@ -51,15 +51,22 @@ class StaticKernel:
 
 
 class Catalog:
-    """All static kernels of a build. Lookup by id or by (family, op, dtype, slot)."""
+    """All static kernels of a build, every target's. Lookup by id or by (family, op, dtype,
+    slot). ``families`` and the lookups without ``target`` speak of the CPU target's
+    families; :meth:`on` gives the same interface for another target (``catalog_for``)."""
+
+    target = "cpu"
 
     def __init__(self, families):
-        self.families = {f.name: f for f in families}
+        self.by_target = {}
+        for f in families:
+            self.by_target.setdefault(f.target, {})[f.name] = f
+        self.families = self.by_target.get("cpu", {})
         self.kernels = []
-        self.base = {}
+        self._base = {}
         for fam in families:
             for dtype in fam.dtypes:
-                self.base[(fam.name, dtype)] = len(self.kernels)
+                self._base[(fam.target, fam.name, dtype)] = len(self.kernels)
                 for op in fam.ops:
                     for slot, (t0, t1, w) in enumerate(fam.tiles_for(dtype)):
                         self.kernels.append(StaticKernel(
@@ -79,19 +86,64 @@ class Catalog:
     def __getitem__(self, kid):
         return self.kernels[kid]
 
-    def kernel_id(self, family, op, dtype, slot):
-        fam = self.families[family]
-        return self.base[(family, dtype)] + fam.ops.index(op) * len(fam.tiles) + slot
+    @property
+    def base(self):
+        """(family, dtype) -> first kernel id, on the CPU target."""
+        return {(f, d): b for (t, f, d), b in self._base.items() if t == "cpu"}
 
-    def family_base(self, family, dtype):
-        return self.base[(family, dtype)]
+    def kernel_id(self, family, op, dtype, slot, target="cpu"):
+        fam = self.by_target[target][family]
+        return self._base[(target, family, dtype)] + fam.ops.index(op) * len(fam.tiles) + slot
+
+    def family_base(self, family, dtype, target="cpu"):
+        return self._base[(target, family, dtype)]
+
+    def targets(self):
+        return sorted(self.by_target)
+
+    def on(self, target):
+        """This catalog as seen by ``target``'s tables: ``families``, ``kernel_id`` and
+        ``family_base`` of that target's kernels (ids stay global)."""
+        if target == "cpu":
+            return self
+        if target not in self.by_target:
+            raise KeyError(target)
+        return TargetCatalog(self, target)
+
+    def kernels_of(self, target):
+        return [k for k in self.kernels if k.target == target]
 
     def describe(self):
         rows = [f"catalog {self.hash}: {len(self)} static kernels"]
-        for f in self.families.values():
+        for f in (f for fams in self.by_target.values() for f in fams.values()):
             rows.append(f"  {f.name:8s} {f.target}: {len(f.ops)} ops x {len(f.dtypes)} dtypes x "
                         f"tiles {[t[:2] for t in f.tiles]}")
         return "\n".join(rows)
+
+
+class TargetCatalog:
+    """One target's view of the catalog (see :meth:`Catalog.on`)."""
+
+    def __init__(self, catalog, target):
+        self.catalog = catalog
+        self.target = target
+        self.hash = catalog.hash
+        self.families = catalog.by_target[target]
+
+    def kernel_id(self, family, op, dtype, slot):
+        return self.catalog.kernel_id(family, op, dtype, slot, self.target)
+
+    def family_base(self, family, dtype):
+        return self.catalog.family_base(family, dtype, self.target)
+
+    def __getitem__(self, kid):
+        return self.catalog[kid]
+
+
+def catalog_for(target):
+    """The catalog view whose families a table of ``target`` uses: the target's own kernels
+    where the catalog has them, else the CPU's (a CPU-like target reusing its kernels)."""
+    return CATALOG.on(target) if target in CATALOG.by_target else CATALOG
 
 
 def _build():
@@ -127,7 +179,35 @@ def _build():
         FamilySpec("conv", CONV_OPS, ("float32", "float64"), CONV_TILES,
                    tail_modes=frozenset({TailMode.VARIABLE_FULL}), quanta=(1, 1)),
     ]
-    return Catalog(families)
+    return Catalog(families + _cuda_families())
+
+
+#: the CUDA target's families (dynshape_kernels.cuda has a driver for each)
+CUDA_FAMILIES = ("unary", "binary", "copy")
+
+
+def _cuda_families():
+    """The CUDA target's static kernels: the CPU families' ops and dtypes on GPU tile sets.
+    Tails are bounds (VARIABLE_FULL) or anchored full tiles (OVERLAP): no scratch tiles."""
+    from .abi.cuda_tiles import CUDA_ELEMENTWISE_TILES, CUDA_REDUCE_TILES, CUDA_ROWWISE_TILES
+    from .abi.vocabulary import BINARY_OPS, REDUCE_OPS, ROWWISE_OPS, UNARY_OPS
+    modes = frozenset({TailMode.VARIABLE_FULL, TailMode.OVERLAP})
+    variable = frozenset({TailMode.VARIABLE_FULL})
+    num = ("float32", "float64", "int32", "int64")
+    specs = {
+        "unary": FamilySpec("unary", UNARY_OPS, num, CUDA_ELEMENTWISE_TILES, modes,
+                            target="cuda"),
+        "binary": FamilySpec("binary", BINARY_OPS, num, CUDA_ELEMENTWISE_TILES, modes,
+                             target="cuda"),
+        "copy": FamilySpec("copy", ("copy",), ("uint8", "uint16", "uint32", "uint64"),
+                           CUDA_ELEMENTWISE_TILES, modes, target="cuda",
+                           op_base=UNARY_OPS.index("copy")),
+        "reduce": FamilySpec("reduce", REDUCE_OPS, num, CUDA_REDUCE_TILES, variable,
+                             target="cuda"),
+        "rowwise": FamilySpec("rowwise", ROWWISE_OPS, ("float32", "float64"),
+                              CUDA_ROWWISE_TILES, variable, quanta=(1, 8), target="cuda"),
+    }
+    return [specs[name] for name in CUDA_FAMILIES]
 
 
 CATALOG = _build()

@@ -11,6 +11,10 @@ for _var in ("DYNSHAPE_TABLE_DIR", "DYNSHAPE_PACKAGE", "DYNSHAPE_PACKAGE_ALLOW_C
 # signing keys and the trust store of the session: never the user's configuration directory
 os.environ["DYNSHAPE_CONFIG_DIR"] = tempfile.mkdtemp(prefix="dynshape-config-")
 
+# CUDA kernels run on Numba's CUDA simulator unless the caller asks for the device
+# (NUMBA_ENABLE_CUDASIM=0 pytest -m gpu on a GPU host); read when numba is first imported
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
 if "NUMBA_CACHE_DIR" not in os.environ:
     os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="dynshape-numba-cache-")
 

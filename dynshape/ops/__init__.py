@@ -12,6 +12,24 @@ from dynshape.errors import DtypeError, OpAttributeError, OutputError, ShapeErro
 
 _REGISTRY = {}
 _planning = contextvars.ContextVar("dynshape_planning", default=False)
+#: the device call in progress (``dynshape.cuda.call.DeviceCall``), or None
+_device = contextvars.ContextVar("dynshape_device_call", default=None)
+
+
+def device_call(call):
+    """Within a device call, operands become device stand-ins and outputs are allocated on
+    the call's device (returns the token for :func:`end_device_call`)."""
+    return _device.set(call)
+
+
+def end_device_call(token):
+    _device.reset(token)
+
+
+def device_active():
+    """The device call in progress (its operands are layout stand-ins: never read them on
+    the host), or None."""
+    return _device.get()
 
 
 @contextlib.contextmanager
@@ -44,6 +62,9 @@ def new_output(shape, dtype):
     """Allocate an op's output (a memory-less placeholder while planning)."""
     if _planning.get():
         return placeholder(shape, dtype, writeable=True)
+    dev = _device.get()
+    if dev is not None:
+        return dev.empty(shape, dtype)
     return np.empty(shape, dtype=dtype)
 
 
@@ -150,10 +171,14 @@ def describe():
 
 
 def as_array(x, what):
+    dev = _device.get()
+    if dev is not None:
+        return dev.operand(x, what)
     if isinstance(x, np.ndarray):
         return x
-    if hasattr(x, "__cuda_array_interface__"):
-        raise DtypeError(f"{what}: CUDA arrays need the cuda target, which this build lacks")
+    if hasattr(x, "__cuda_array_interface__") or type(x).__name__ == "FakeCUDAArray":
+        raise DtypeError(f"{what}: a CUDA array among host operands; pass device arrays "
+                         f"only (they run on the cuda target) or NumPy arrays only")
     try:
         return np.asarray(x)
     except Exception as exc:

@@ -7,10 +7,11 @@ converted first), ``div`` on integers gives float64, mixed binary dtypes promote
 import numpy as np
 from dynshape_kernels.abi.vocabulary import BINARY_OPS, FLOAT_ONLY_UNARY, UNARY
 
-from dynshape.errors import ArgumentError, DomainError, DtypeError, OpAttributeError, ShapeError
+from dynshape.errors import (ArgumentError, DeviceError, DomainError, DtypeError, OpAttributeError,
+                             ShapeError)
 from dynshape.runtime.layout import same_view
-from dynshape.ops import (Launch, OpSpec, as_array, check_dtype, check_out, is_planning,
-                          new_output)
+from dynshape.ops import (Launch, OpSpec, as_array, check_dtype, check_out, device_active,
+                          is_planning, new_output)
 from dynshape.ops.attributes import number as _number
 
 DTYPES = ("float32", "float64", "int32", "int64")
@@ -161,7 +162,14 @@ class BinarySpec(OpSpec):
         if self.name == "div" and res.kind in "iub":
             res = np.dtype(np.float64)
         name = check_dtype(self.name, res, DTYPES)
-        a, b = (np.asarray(v, dtype=res) for v in raw)
+        dev = device_active()
+        if dev is not None:
+            if self.name == "pow" and res.kind == "i":
+                raise DeviceError("pow: integer powers of device arrays are not supported (the "
+                                  "exponents are checked on the host); pass float operands")
+            a, b = (dev.cast(v, res, f"{self.name} input {i}") for i, v in enumerate(raw))
+        else:
+            a, b = (np.asarray(v, dtype=res) for v in raw)
         try:
             shape = np.broadcast_shapes(a.shape, b.shape)
         except ValueError:

@@ -60,3 +60,18 @@ def use(model, source):
 
 
 MODEL, SOURCE = CostModel(), "defaults"
+
+
+def for_target(target):
+    """The cost model that prices tables of ``target``: the CPU's (calibrated where
+    calibration exists) or the model a device target registered (:func:`register`)."""
+    return _TARGET_MODELS.get(target) or MODEL
+
+
+_TARGET_MODELS = {}
+
+
+def register(target, model):
+    """Price the tables of ``target`` with ``model`` (an object with the CPU model's
+    ``tile_costs`` and ``makespan``, and ``walk_costs`` for reductions and row-wise ops)."""
+    _TARGET_MODELS[target] = model

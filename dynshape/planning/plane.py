@@ -121,8 +121,10 @@ def uniform_entries(lo0, hi0, t0, lo1, hi1, t1, kid):
 class Tiling:
     """The combination problem of one call: family tiles, bucket, shape, layout, allowed modes."""
 
-    def __init__(self, catalog, family, op, dtype, bucket, shape, n_outer, strided, modes):
+    def __init__(self, catalog, family, op, dtype, bucket, shape, n_outer, strided, modes,
+                 model=None):
         self.catalog = catalog
+        self.model = model            # the target's cost model (None: the CPU's, as calibrated)
         self.fam = catalog.families[family]
         self.op = op
         self.dtype = dtype
@@ -153,7 +155,7 @@ class Tiling:
         return e
 
     def cost(self, t0, rows, cols, model=None):
-        model = model or cost_model.MODEL
+        model = model or self.model or cost_model.MODEL
         m, n = self.shape
         costs = model.tile_costs(t0, rows.valid(m), rows.mode, cols.valid(n), cols.mode,
                                  cols.tile, self.strided)

@@ -32,7 +32,9 @@ class WalkTiling(Tiling):
         self.passes = passes
 
     def cost(self, t0, rows, cols, model=None):
-        model = model or cost_model.MODEL
+        model = model or self.model or cost_model.MODEL
+        if hasattr(model, "walk_costs"):           # a device model prices walks itself
+            return model.makespan(model.walk_costs(self, t0, rows, cols), self.n_outer)
         m, n = self.shape
         vr = rows.valid(m).astype(np.float64)[:, None]
         vc = cols.valid(n).astype(np.float64)[None, :]

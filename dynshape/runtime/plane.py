@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 from dynshape_kernels.abi.tail_mode import TailMode
-from dynshape_kernels.catalog import CATALOG
+from dynshape_kernels.catalog import catalog_for
 
+from dynshape.planning import cost_model
 from dynshape.planning.plane import Tiling
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.replay import same_operands
@@ -41,7 +42,7 @@ def plane_of(launch):
 
 def plane_key(family, op, dtype, target, p, attrs=(), overlap=False):
     """The TableKey of a plane: the family's row and column buckets and the layout class."""
-    fam = CATALOG.families[family]
+    fam = catalog_for(target).families[family]
     (q0, q1), w = fam.quanta, min(t[2] for t in fam.tiles if t[1] > t[2])
     return TableKey(family, op, dtype, target, (bucket(p.m, q0), bucket(p.n, q1, w)),
                     p.layout_class(), attrs, overlap)
@@ -72,13 +73,15 @@ class PlaneExecutor(Executor):
     def build(self, launch, p, key, variant):
         modes = _ALL_MODES if key.overlap else _NO_OVERLAP
         strided = any(abs(st[-1]) > 1 for st in p.strides)
-        tiling = Tiling(CATALOG, key.family, key.op, key.dtype, key.bucket, (p.m, p.n),
-                        math.prod(p.outer), strided, modes)
+        cat = catalog_for(key.target)
+        modes = modes & cat.families[key.family].tail_modes
+        tiling = Tiling(cat, key.family, key.op, key.dtype, key.bucket, (p.m, p.n),
+                        math.prod(p.outer), strided, modes, cost_model.for_target(key.target))
         comb = tiling.simplified() if variant == "simplified" else tiling.optimized()
-        t = ParamTable(key.family, key.op, key.dtype, key.target, CATALOG.hash, key.bucket,
+        t = ParamTable(key.family, key.op, key.dtype, key.target, cat.hash, key.bucket,
                        comb.entries, np.zeros(0, np.int64), 1 + len(launch.inputs),
-                       CATALOG.family_base(key.family, key.dtype),
-                       CATALOG.families[key.family].op_base, comb.variant,
+                       cat.family_base(key.family, key.dtype),
+                       cat.families[key.family].op_base, comb.variant,
                        lambda: comb.cost, comb.description, (p.m, p.n))
         t.common = t.bind(p, [0] * t.n_operands)
         t.common.flags.writeable = False

@@ -44,17 +44,25 @@ def register_target(target):
     return target
 
 
+#: built-in targets registered on first use: name -> module that registers it
+LAZY_TARGETS = {"cuda": "dynshape.cuda.target"}
+
+
 def get_target(name):
     """The registered target ``name`` (SettingError naming the known ones otherwise)."""
     try:
         return _TARGETS[name]
     except KeyError:
+        if name in LAZY_TARGETS:
+            import importlib
+            importlib.import_module(LAZY_TARGETS[name])
+            return _TARGETS[name]
         raise SettingError(f"unknown target {name!r}; known: {', '.join(sorted(_TARGETS))}") \
             from None
 
 
 def known_targets():
-    return sorted(_TARGETS)
+    return sorted(set(_TARGETS) | set(LAZY_TARGETS))
 
 
 CPU = register_target(Target("cpu", cpu_drivers, (np.ndarray,),

@@ -13,9 +13,10 @@ from dynshape_kernels.abi.common_area import (MAX_RED, R_COUNT, R_ND, R_OUTKIND,
                                               R_STRATEGY, STRAT_COLUMNS, STRAT_LANES,
                                               reduce_block_size)
 from dynshape_kernels.abi.tail_mode import TailMode
-from dynshape_kernels.catalog import CATALOG
+from dynshape_kernels.catalog import catalog_for
 
 from dynshape.errors import ShapeError
+from dynshape.planning import cost_model
 from dynshape.planning.walk import WalkTiling
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.replay import same_operands
@@ -95,23 +96,24 @@ class WalkExecutor(Executor):
     n_operands = 2
 
     def key(self, launch, g, target):
-        fam = CATALOG.families[self.family]
+        fam = catalog_for(target).families[self.family]
         q0, q1 = fam.quanta
         return TableKey(self.family, launch.op, launch.dtype, target,
                         (bucket(g.p.m, q0), bucket(g.p.n, q1)), g.p.layout_class(),
                         (g.strategy, _count_class(g.count)))
 
     def build(self, launch, g, key, variant):
-        fam = CATALOG.families[self.family]
+        cat = catalog_for(key.target)
+        fam = cat.families[self.family]
         p = g.p
-        tiling = WalkTiling(CATALOG, self.family, key.op, key.dtype, key.bucket, (p.m, p.n),
+        tiling = WalkTiling(cat, self.family, key.op, key.dtype, key.bucket, (p.m, p.n),
                             math.prod(p.outer), any(abs(st[-1]) > 1 for st in p.strides),
-                            fam.tail_modes & _NO_OVERLAP, count=g.count, strategy=g.strategy,
-                            passes=g.passes)
+                            fam.tail_modes & _NO_OVERLAP, cost_model.for_target(key.target),
+                            count=g.count, strategy=g.strategy, passes=g.passes)
         comb = tiling.simplified() if variant == "simplified" else tiling.optimized()
-        t = ParamTable(self.family, key.op, key.dtype, key.target, CATALOG.hash, key.bucket,
+        t = ParamTable(self.family, key.op, key.dtype, key.target, cat.hash, key.bucket,
                        comb.entries, np.zeros(0, np.int64), self.n_operands,
-                       CATALOG.family_base(self.family, key.dtype), fam.op_base, comb.variant,
+                       cat.family_base(self.family, key.dtype), fam.op_base, comb.variant,
                        lambda: comb.cost, comb.description, (p.m, p.n))
         t.common = np.concatenate([t.bind(p, [0] * self.n_operands), g.red])
         t.common.flags.writeable = False

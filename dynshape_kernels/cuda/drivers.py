@@ -1,0 +1,161 @@
+"""CUDA drivers by (family, dtype): the kernel, its one signature, its launch geometry.
+
+A driver is called exactly like the CPU driver of its family (the executors do not know the
+target): flat operand buffers, then the table's arrays. :class:`Launcher` turns that call into
+ONE kernel launch: operands become device arrays through the target's ``bridge``, the table's
+arrays are uploaded once and cached by the bridge, and the grid covers entries x outer
+index. Kernels are compiled once per (family, dtype) for one signature; the CUDA target
+refuses any other signature instead of compiling on the run path.
+"""
+import importlib
+import threading
+
+import numpy as np
+
+from ..abi.common_area import C_NOUTER
+from ..abi.cuda_tiles import CUDA_ELEMENTWISE_TILES, CUDA_THREADS
+
+#: the grid's y dimension (outer indices) is capped; kernels loop over the rest
+MAX_GRID_Y = 65535
+
+
+class FamilyKernel:
+    """How one family's kernel is made and called.
+
+    ``factory``: ``module:function`` making the kernel's Python function from
+    ``(numba type, integer)``. ``operands``: how many leading driver arguments are operand
+    buffers (the output among them). ``tables``: how many driver arguments after them are
+    table arrays (uploaded once). ``scalars``: whether a trailing attribute array is passed
+    to the kernel as that many scalars of the dtype. ``shared(dtype)``: static shared
+    memory in bytes (for the launch geometry)."""
+
+    def __init__(self, family, factory, operands, tables=2, scalars=0, shared=0):
+        self.family = family
+        self.factory = factory
+        self.operands = operands
+        self.tables = tables
+        self.scalars = scalars
+        self.shared_elems = shared
+
+    def python_function(self, dtype):
+        module, fn = self.factory.split(":")
+        from numba import from_dtype
+        m = importlib.import_module(module)
+        return getattr(m, fn)(from_dtype(np.dtype(dtype)), np.dtype(dtype).kind in "iu")
+
+    def signature(self, dtype):
+        from numba import from_dtype, types
+        t = from_dtype(np.dtype(dtype))
+        arr = types.Array(t, 1, "C")
+        i64_1 = types.Array(types.int64, 1, "C")
+        i64_2 = types.Array(types.int64, 2, "C")
+        args = [arr] * self.operands + [i64_1, i64_2][:self.tables] + [t] * self.scalars
+        return types.void(*args)
+
+
+_SQ = max(t[0] for t in CUDA_ELEMENTWISE_TILES)
+FAMILIES = {
+    "unary": FamilyKernel("unary", "dynshape_kernels.cuda.plane:make_unary", 2, scalars=2,
+                          shared=_SQ * (_SQ + 1)),
+    "copy": FamilyKernel("copy", "dynshape_kernels.cuda.plane:make_unary", 2, scalars=2,
+                         shared=_SQ * (_SQ + 1)),
+    "binary": FamilyKernel("binary", "dynshape_kernels.cuda.plane:make_binary", 3),
+}
+
+
+def register(kernel):
+    """Add (or replace) a CUDA family's kernel description."""
+    FAMILIES[kernel.family] = kernel
+
+
+def launch_geometry(family, dtype, n_entries, n_outer, threads=CUDA_THREADS):
+    """``(grid, block, shared bytes)`` of the one launch that runs a table: a block per
+    entry and outer index (outer indices beyond the grid's y limit loop in the kernel)."""
+    fk = FAMILIES[family]
+    grid = (int(n_entries), int(min(max(n_outer, 1), MAX_GRID_Y)))
+    return grid, (int(threads),), fk.shared_elems * np.dtype(dtype).itemsize
+
+
+def compile_ptx(family, dtype, cc):
+    """PTX of the ``(family, dtype)`` kernel for compute capability ``cc`` (a (major,
+    minor) pair); needs NVVM (numba-cuda's CUDA toolkit packages), no GPU."""
+    from numba import cuda
+    fk = FAMILIES[family]
+    ptx, _ = cuda.compile_ptx(fk.python_function(dtype), fk.signature(dtype), cc=tuple(cc))
+    return ptx
+
+
+class Launcher:
+    """The driver of ``(family, dtype)``: called like the CPU driver, runs one launch."""
+
+    def __init__(self, family, dtype, kernel, bridge, threads):
+        self.family = family
+        self.dtype = dtype
+        self.kernel = kernel
+        self.bridge = bridge
+        self.threads = threads
+        self.spec = FAMILIES[family]
+        self.launches = 0
+
+    def __call__(self, *args):
+        fk, br = self.spec, self.bridge
+        ops = [br.device(a) for a in args[:fk.operands]]
+        host = args[fk.operands:fk.operands + fk.tables]
+        tables = [br.table(a) for a in host]
+        extra = []
+        if fk.scalars:
+            attrs = args[fk.operands + fk.tables]
+            extra = [attrs[i] for i in range(fk.scalars)]
+        common, entries = host[0], host[1]
+        grid, block, _ = launch_geometry(self.family, self.dtype, entries.shape[0],
+                                         int(common[C_NOUTER]), self.threads)
+        if grid[0] == 0:
+            return
+        self.kernel[grid, block, br.stream()](*ops, *tables, *extra)
+        self.launches += 1
+
+
+class CudaDrivers:
+    """The CUDA target's kernel directory: ``get(family, dtype)`` gives a :class:`Launcher`
+    whose kernel is compiled once (the first ``get``) for its one signature, with further
+    compilation disabled. ``bridge`` maps operands and tables to the device (see
+    ``dynshape.cuda.bridge``); ``threads``: threads per block."""
+
+    def __init__(self, bridge, threads=CUDA_THREADS):
+        self.bridge = bridge
+        self.threads = threads
+        self._loaded = {}
+        self._lock = threading.Lock()
+
+    def get(self, family, dtype):
+        key = (family, dtype)
+        hit = self._loaded.get(key)
+        if hit is None:
+            with self._lock:
+                hit = self._loaded.get(key)
+                if hit is None:
+                    hit = self._loaded[key] = Launcher(family, dtype,
+                                                       self.compile(family, dtype),
+                                                       self.bridge, self.threads)
+        return hit
+
+    def compile(self, family, dtype):
+        from numba import cuda
+        fk = FAMILIES.get(family)
+        if fk is None:
+            from dynshape_kernels.catalog import CUDA_FAMILIES
+            raise KeyError(f"the cuda target has no {family!r} kernels; it has: "
+                           f"{', '.join(CUDA_FAMILIES)}")
+        k = cuda.jit(fk.signature(dtype))(fk.python_function(dtype))
+        if hasattr(k, "disable_compile"):
+            k.disable_compile()
+        return k
+
+    def loaded(self):
+        return sorted(self._loaded)
+
+
+
+
+__all__ = ["CudaDrivers", "FAMILIES", "FamilyKernel", "Launcher", "compile_ptx",
+           "launch_geometry", "register"]

@@ -1,0 +1,45 @@
+"""Independent NumPy oracles of the elementwise ops, shared by the CPU and CUDA tests (the
+tests directory is on sys.path: ``from oracles import UNARY_REF``)."""
+import math
+
+import numpy as np
+
+erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def gelu_ref(x):
+    x64 = x.astype(np.float64)
+    return (0.5 * x64 * (1 + erf(x64 / math.sqrt(2)))).astype(x.dtype)
+
+
+def gelu_tanh_ref(x):
+    x64 = x.astype(np.float64)
+    return (0.5 * x64 * (1 + np.tanh(math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3)))
+            ).astype(x.dtype)
+
+
+def _sig(x):
+    x64 = x.astype(np.float64)
+    return (1 / (1 + np.exp(-x64))).astype(x.dtype)
+
+
+UNARY_REF = {
+    "relu": lambda x: np.maximum(x, 0),
+    "abs": np.abs,
+    "neg": np.negative,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "reciprocal": np.reciprocal,
+    "sigmoid": _sig,
+    "tanh": np.tanh,
+    "gelu": gelu_ref,
+    "silu": lambda x: (x.astype(np.float64) * _sig(x.astype(np.float64))).astype(x.dtype),
+}
+EXACT = {"relu", "abs", "neg", "sqrt", "reciprocal"}
+# documented float32 tolerances of the transcendental kernels (see dynshape_kernels/cpu/mathfuncs.py)
+RTOL = {np.dtype("float32"): 2e-6, np.dtype("float64"): 1e-13}
+ATOL = {np.dtype("float32"): 1e-6, np.dtype("float64"): 1e-14}
+
+BINARY_REF = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+              "pow": np.power, "maximum": np.maximum, "minimum": np.minimum}
