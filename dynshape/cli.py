@@ -77,7 +77,10 @@ def main(argv=None):
     pg.add_argument("--out", required=True, help="the package directory to create")
     pg.add_argument("--family", action="append", help="op family (repeat; default: all)")
     pg.add_argument("--dtype", action="append", help="dtype (repeat; default: each family's)")
-    pg.add_argument("--target", action="append", help="target (repeat; default: cpu)")
+    pg.add_argument("--target", action="append", help="target (repeat; default: cpu); "
+                    "cuda compiles the CUDA kernels to PTX (no GPU needed)")
+    pg.add_argument("--cc", default="80,90", help="cuda: compute capabilities to compile "
+                    "for (default: 80,90)")
     pg.add_argument("--cache", metavar="DIR", help="Numba cache to reuse and fill (default: "
                     "the environment's NUMBA_CACHE_DIR or the one next to the sources)")
     pg.add_argument("--fresh", action="store_true", help="compile everything in a new cache")
@@ -114,6 +117,21 @@ def main(argv=None):
 
 
 def _dispatch(args, dynshape):
+    if args.cmd == "pregenerate" and args.target and "cuda" in args.target:
+        if args.target != ["cuda"]:
+            print("dynshape: build the cuda package on its own (--target cuda), apart from "
+                  "the cpu one", file=sys.stderr)
+            return 2
+        from dynshape.cuda import package
+        try:
+            m = package.build(args.out, package.parse_ccs(args.cc), args.family, args.dtype,
+                              force=args.force, progress=sys.stdout)
+        except dynshape.DynshapeError as exc:
+            print(f"dynshape: {exc}", file=sys.stderr)
+            return 2
+        print(f"CUDA package {args.out}: {len(m['kernels'])} PTX files for cc "
+              f"{', '.join(m['ccs'])}")
+        return 0
     if args.cmd == "pregenerate":
         from dynshape.packages.build import TARGETS, build
         build(args.out, args.family, args.dtype, tuple(args.target or TARGETS),

@@ -71,6 +71,14 @@ def for_target(target):
 _TARGET_MODELS = {}
 
 
+def source_for(target):
+    """Where the model pricing ``target``'s tables comes from (for ``explain``)."""
+    model = _TARGET_MODELS.get(target)
+    if model is None:
+        return SOURCE
+    return getattr(model, "source", f"{type(model).__name__} defaults")
+
+
 def register(target, model):
     """Price the tables of ``target`` with ``model`` (an object with the CPU model's
     ``tile_costs`` and ``makespan``, and ``walk_costs`` for reductions and row-wise ops)."""

@@ -24,6 +24,8 @@ class GpuCostModel:
     iter_ns: float = 2.0          # per thread iteration on coalesced memory
     strided_ns: float = 16.0      # per thread iteration that misses coalescing
     threads: int = CUDA_THREADS
+    source: str = ("GPU model: waves of blocks over 108 SMs x 8 resident blocks, defaults "
+                   "(not measured on a device)")
 
     def tile_costs(self, t0, rows_valid, row_modes, cols_valid, col_modes, col_t, strided):
         vr = rows_valid.astype(np.float64)[:, None]

@@ -115,8 +115,8 @@ class Executor:
 
     def _build(self, launch, geo, key, variant):
         table = self.build(launch, geo, key, variant)
-        table.meta.setdefault("cost_model", cost_model.SOURCE if self.calibrated else
-                              self.model_note)
+        table.meta.setdefault("cost_model", cost_model.source_for(key.target)
+                              if self.calibrated else self.model_note)
         return table
 
     # ---- hooks -------------------------------------------------------------------------
