@@ -183,13 +183,14 @@ def _build():
 
 
 #: the CUDA target's families (dynshape_kernels.cuda has a driver for each)
-CUDA_FAMILIES = ("unary", "binary", "copy")
+CUDA_FAMILIES = ("unary", "binary", "copy", "matmul")
 
 
 def _cuda_families():
     """The CUDA target's static kernels: the CPU families' ops and dtypes on GPU tile sets.
     Tails are bounds (VARIABLE_FULL) or anchored full tiles (OVERLAP): no scratch tiles."""
-    from .abi.cuda_tiles import CUDA_ELEMENTWISE_TILES, CUDA_REDUCE_TILES, CUDA_ROWWISE_TILES
+    from .abi.cuda_tiles import (CUDA_ELEMENTWISE_TILES, CUDA_MATMUL_TILES, CUDA_REDUCE_TILES,
+                                 CUDA_ROWWISE_TILES)
     from .abi.vocabulary import BINARY_OPS, REDUCE_OPS, ROWWISE_OPS, UNARY_OPS
     modes = frozenset({TailMode.VARIABLE_FULL, TailMode.OVERLAP})
     variable = frozenset({TailMode.VARIABLE_FULL})
@@ -206,6 +207,9 @@ def _cuda_families():
                              target="cuda"),
         "rowwise": FamilySpec("rowwise", ROWWISE_OPS, ("float32", "float64"),
                               CUDA_ROWWISE_TILES, variable, quanta=(1, 8), target="cuda"),
+        # output tiles of one block each; K walked inside in shared-memory blocks
+        "matmul": FamilySpec("matmul", ("matmul",), ("float32", "float64"), CUDA_MATMUL_TILES,
+                             variable, quanta=(8, 16), target="cuda"),
     }
     return [specs[name] for name in CUDA_FAMILIES]
 

@@ -66,6 +66,11 @@ class Bridge:
         return cuda.from_cuda_array_interface(dict(desc, strides=None), owner=region.owner,
                                               sync=False)
 
+    def upload(self, arr):
+        """A small per-call host array (per-batch offsets) copied to the device."""
+        self.host_uploads += 1
+        return self._to_device(arr)
+
     # ---- tables ------------------------------------------------------------------------
     def table(self, arr):
         key = id(arr)

@@ -187,6 +187,10 @@ def build_table(key, variant):
     upper ends of the bucket."""
     shape = tuple(hi for _, hi in key.bucket)
     a_k_contig, b_n_contig = key.layout
+    if key.target != "cpu":
+        from dynshape.planning.gpu_matmul import combine_blocks
+        return MatmulTable.of(key.dtype, key.target, key.bucket, shape,
+                              combine_blocks(*shape, key.dtype, key.target, variant))
     comb = combine(*shape, key.dtype, a_k_contig, b_n_contig, key.threads, variant)
     return MatmulTable.of(key.dtype, key.target, key.bucket, shape, comb)
 

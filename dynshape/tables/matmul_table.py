@@ -2,7 +2,7 @@
 import numpy as np
 from dynshape_kernels.abi.matmul_table import TABLE_COLS
 from dynshape_kernels.abi.tiles import MATMUL_NSLOTS as NSLOTS, matmul_slots as _slots_for
-from dynshape_kernels.catalog import CATALOG
+from dynshape_kernels.catalog import catalog_for
 
 from dynshape.errors import TableFormatError
 from dynshape.tables.param_table import TABLE_CLASSES, ParamTable, call_lines
@@ -16,8 +16,9 @@ class MatmulTable(ParamTable):
 
     @classmethod
     def of(cls, dtype, target, bucket, shape, comb):
-        return cls("matmul", "matmul", dtype, target, CATALOG.hash, bucket, comb.entries,
-                   np.zeros(0, np.int64), 3, CATALOG.family_base("matmul", dtype), 0,
+        cat = catalog_for(target)
+        return cls("matmul", "matmul", dtype, target, cat.hash, bucket, comb.entries,
+                   np.zeros(0, np.int64), 3, cat.family_base("matmul", dtype), 0,
                    comb.variant, comb.cost, comb.description, shape)
 
     def __len__(self):
@@ -26,9 +27,10 @@ class MatmulTable(ParamTable):
     def kernel_ids(self):
         return self.id_base + self.entries[:, 0]
 
-    def validate(self, catalog=CATALOG):
+    def validate(self, catalog=None):
         """Raise TableFormatError unless every row names a slot of the catalog, fits its
         macro tile and lies inside the built shape, and no output element is listed twice."""
+        catalog = catalog or catalog_for(self.target)
         e = self.entries
         if e.ndim != 2 or e.shape[1] != TABLE_COLS:
             raise TableFormatError(f"matmul table: entries must be (E, {TABLE_COLS}), got "
@@ -44,10 +46,16 @@ class MatmulTable(ParamTable):
         M, N, _, nb = self.shape
         if len(e) == 0:
             return
-        if e[:, 0].min() < 0 or e[:, 0].max() >= NSLOTS:
-            raise TableFormatError(f"matmul table: slot outside 0..{NSLOTS - 1}")
-        cfg = np.array(_slots_for(self.dtype), dtype=np.int64)
-        mc, nc = cfg[e[:, 0], 2], cfg[e[:, 0], 3]
+        tiles = catalog.families["matmul"].tiles_for(self.dtype)
+        nslots = NSLOTS if self.target == "cpu" else len(tiles)
+        if e[:, 0].min() < 0 or e[:, 0].max() >= nslots:
+            raise TableFormatError(f"matmul table: slot outside 0..{nslots - 1}")
+        if self.target == "cpu":
+            cfg = np.array(_slots_for(self.dtype), dtype=np.int64)
+            mc, nc = cfg[e[:, 0], 2], cfg[e[:, 0], 3]
+        else:
+            cfg = np.array(tiles, dtype=np.int64)
+            mc, nc = cfg[e[:, 0], 0], cfg[e[:, 0], 1]
         if ((e[:, 3] < 1) | (e[:, 4] < 1) | (e[:, 3] > mc) | (e[:, 4] > nc)).any():
             raise TableFormatError("matmul table: a tile is empty or exceeds its slot's "
                                    "macro tile")

@@ -37,11 +37,33 @@ class FamilyKernel:
         self.scalars = scalars
         self.shared_elems = shared
 
+    def shared_bytes(self, dtype):
+        return self.shared_elems * np.dtype(dtype).itemsize
+
     def python_function(self, dtype):
         module, fn = self.factory.split(":")
         from numba import from_dtype
         m = importlib.import_module(module)
         return getattr(m, fn)(from_dtype(np.dtype(dtype)), np.dtype(dtype).kind in "iu")
+
+    def call(self, launcher, args):
+        """One launch for a driver call: operands to the device, table arrays uploaded once,
+        the attribute array as scalars, a block per entry and outer index."""
+        br = launcher.bridge
+        ops = [br.device(a) for a in args[:self.operands]]
+        host = args[self.operands:self.operands + self.tables]
+        tables = [br.table(a) for a in host]
+        extra = []
+        if self.scalars:
+            attrs = args[self.operands + self.tables]
+            extra = [attrs[i] for i in range(self.scalars)]
+        common, entries = host[0], host[1]
+        grid, block, _ = launch_geometry(self.family, launcher.dtype, entries.shape[0],
+                                         int(common[C_NOUTER]), launcher.threads)
+        if grid[0] == 0:
+            return False
+        launcher.kernel[grid, block, br.stream()](*ops, *tables, *extra)
+        return True
 
     def signature(self, dtype):
         from numba import from_dtype, types
@@ -63,6 +85,49 @@ FAMILIES = {
 }
 
 
+class MatmulKernel(FamilyKernel):
+    """The matmul family: called with the CPU matmul driver's 29 arguments (table entries,
+    sizes, per-batch offsets, A/B/C/C_in/bias buffers with strides, alpha, beta, the
+    activation code, the epilogue program and the thread count), launched as one block per
+    entry. A non-empty epilogue program is refused before the call (by the executor)."""
+
+    def __init__(self):
+        super().__init__("matmul", "dynshape_kernels.cuda.matmul:make_matmul", 0,
+                         shared=0)
+
+    def shared_bytes(self, dtype):
+        from .matmul import BK, NMAX, TMAX
+        return (TMAX * BK + BK * NMAX) * np.dtype(dtype).itemsize
+
+    def signature(self, dtype):
+        from numba import from_dtype, types
+        t = from_dtype(np.dtype(dtype))
+        arr = types.Array(t, 1, "C")
+        i8 = types.int64
+        return types.void(types.Array(i8, 2, "C"), i8, i8, i8, types.Array(i8, 2, "C"),
+                          arr, i8, i8, arr, i8, i8, arr, i8, i8, t, t, arr, i8, i8,
+                          arr, i8, i8, i8, i8)
+
+    def call(self, launcher, args):
+        (entries, M, N, K, boffs, ab, ars, acs, bb, brs, bcs, cb, crs, ccs, alpha, beta,
+         ib, irs, ics, sb, so, sst, hb, act, prog, pattrs, sides, sgeo, nthreads) = args
+        br = launcher.bridge
+        if len(prog):
+            raise NotImplementedError("fused epilogue steps after a matmul do not run on the "
+                                      "cuda target yet")
+        if len(entries) == 0:
+            return False
+        t = np.dtype(launcher.dtype).type
+        launcher.kernel[(len(entries), 1), (launcher.threads,), br.stream()](
+            br.table(entries), M, N, K, br.upload(np.ascontiguousarray(boffs)),
+            br.device(ab), ars, acs, br.device(bb), brs, bcs, br.device(cb), crs, ccs,
+            t(alpha), t(beta), br.device(ib), irs, ics, br.device(sb), so, sst, hb, act)
+        return True
+
+
+FAMILIES["matmul"] = MatmulKernel()
+
+
 def register(kernel):
     """Add (or replace) a CUDA family's kernel description."""
     FAMILIES[kernel.family] = kernel
@@ -73,7 +138,7 @@ def launch_geometry(family, dtype, n_entries, n_outer, threads=CUDA_THREADS):
     entry and outer index (outer indices beyond the grid's y limit loop in the kernel)."""
     fk = FAMILIES[family]
     grid = (int(n_entries), int(min(max(n_outer, 1), MAX_GRID_Y)))
-    return grid, (int(threads),), fk.shared_elems * np.dtype(dtype).itemsize
+    return grid, (int(threads),), fk.shared_bytes(dtype)
 
 
 def compile_ptx(family, dtype, cc):
@@ -98,21 +163,8 @@ class Launcher:
         self.launches = 0
 
     def __call__(self, *args):
-        fk, br = self.spec, self.bridge
-        ops = [br.device(a) for a in args[:fk.operands]]
-        host = args[fk.operands:fk.operands + fk.tables]
-        tables = [br.table(a) for a in host]
-        extra = []
-        if fk.scalars:
-            attrs = args[fk.operands + fk.tables]
-            extra = [attrs[i] for i in range(fk.scalars)]
-        common, entries = host[0], host[1]
-        grid, block, _ = launch_geometry(self.family, self.dtype, entries.shape[0],
-                                         int(common[C_NOUTER]), self.threads)
-        if grid[0] == 0:
-            return
-        self.kernel[grid, block, br.stream()](*ops, *tables, *extra)
-        self.launches += 1
+        if self.spec.call(self, args):
+            self.launches += 1
 
 
 class CudaDrivers:

@@ -1,0 +1,103 @@
+"""The CUDA matmul kernel: ``C = act(alpha * A @ B + beta * C_in + bias)`` per output tile.
+
+One block per table entry ``(slot, m0, n0, tm, tn, batch)`` (``abi.matmul_table``), clipped
+to the real M, N and batch count. The block walks K in blocks of ``BK``: it stages an
+A tile (TM x BK) and a B tile (BK x TN) in shared memory (zero-filled past the edges), then
+every thread accumulates its own outputs of the tile (threads stride by the block size, so
+a 256-thread block gives each thread TM * TN / 256 accumulators). The epilogue runs while
+storing. The driver is called with the CPU matmul driver's arguments; fused epilogue step
+programs are not run on the device (the executor refuses them before the call).
+"""
+from numba import cuda
+
+from ..abi.cuda_tiles import CUDA_MATMUL_TILES
+from ..abi.matmul_table import M_BATCH, M_M0, M_N0, M_SLOT, M_TM, M_TN
+from .scalars import switches
+
+BK = 16
+TMAX = max(t[0] for t in CUDA_MATMUL_TILES)
+NMAX = max(t[1] for t in CUDA_MATMUL_TILES)
+#: accumulators per thread for the smallest block the kernel is launched with (32 threads,
+#: the simulator's); a 256-thread block uses the first TM * TN / 256 of them
+MIN_THREADS = 32
+ACC = TMAX * NMAX // MIN_THREADS
+N_SLOTS = len(CUDA_MATMUL_TILES)
+TMS = tuple(t[0] for t in CUDA_MATMUL_TILES)
+TNS = tuple(t[1] for t in CUDA_MATMUL_TILES)
+
+
+def make_matmul(nbtype, integer):
+    """The matmul kernel of one float dtype (arguments: see ``MatmulKernel.call``)."""
+    unary_op, _ = switches(False)
+    tms, tns = TMS, TNS
+
+    def matmul(entries, M, N, K, boffs, a, ars, acs, b, brs, bcs, c, crs, ccs, alpha, beta,
+               cin, irs, ics, bias, bo, bst, has_bias, act):
+        e = cuda.blockIdx.x
+        slot = entries[e, M_SLOT]
+        m0 = entries[e, M_M0]
+        n0 = entries[e, M_N0]
+        bt = entries[e, M_BATCH]
+        tm = 1
+        tn = 1
+        for s in range(N_SLOTS):
+            if s == slot:
+                tm = tms[s]
+                tn = tns[s]
+        mv = min(entries[e, M_TM], M - m0)
+        nv = min(entries[e, M_TN], N - n0)
+        if mv <= 0 or nv <= 0 or bt >= boffs.shape[0]:
+            return
+        ao = boffs[bt, 0]
+        bo_ = boffs[bt, 1]
+        co = boffs[bt, 2]
+        io = boffs[bt, 3]
+        sa = cuda.shared.array((TMAX, BK), nbtype)
+        sb = cuda.shared.array((BK, NMAX), nbtype)
+        acc = cuda.local.array(ACC, nbtype)
+        tid = cuda.threadIdx.x
+        nt = cuda.blockDim.x
+        mine = (tm * tn + nt - 1) // nt
+        for q in range(mine):
+            acc[q] = 0
+        for k0 in range(0, K, BK):
+            for i in range(tid, tm * BK, nt):
+                r = i // BK
+                kk = i - r * BK
+                v = nbtype(0)
+                if r < mv and k0 + kk < K:
+                    v = a[ao + (m0 + r) * ars + (k0 + kk) * acs]
+                sa[r, kk] = v
+            for i in range(tid, BK * tn, nt):
+                kk = i // tn
+                cc = i - kk * tn
+                v = nbtype(0)
+                if cc < nv and k0 + kk < K:
+                    v = b[bo_ + (k0 + kk) * brs + (n0 + cc) * bcs]
+                sb[kk, cc] = v
+            cuda.syncthreads()
+            for q in range(mine):
+                i = tid + q * nt
+                if i < tm * tn:
+                    r = i // tn
+                    cc = i - r * tn
+                    s = acc[q]
+                    for kk in range(BK):
+                        s += sa[r, kk] * sb[kk, cc]
+                    acc[q] = s
+            cuda.syncthreads()
+        for q in range(mine):
+            i = tid + q * nt
+            if i < tm * tn:
+                r = i // tn
+                cc = i - r * tn
+                if r < mv and cc < nv:
+                    v = alpha * acc[q]
+                    if beta != 0:
+                        v += beta * cin[io + (m0 + r) * irs + (n0 + cc) * ics]
+                    if has_bias:
+                        v += bias[bo + (n0 + cc) * bst]
+                    if act > 0:
+                        v = unary_op(act - 1, v, 0.0, 0.0)
+                    c[co + (m0 + r) * crs + (n0 + cc) * ccs] = v
+    return matmul
