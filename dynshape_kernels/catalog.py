@@ -103,11 +103,10 @@ class Catalog:
 
     def on(self, target):
         """This catalog as seen by ``target``'s tables: ``families``, ``kernel_id`` and
-        ``family_base`` of that target's kernels (ids stay global)."""
-        if target == "cpu":
+        ``family_base`` of that target's kernels (ids stay global). A target without kernels
+        of its own (a CPU-like target) sees the CPU's."""
+        if target == "cpu" or target not in self.by_target:
             return self
-        if target not in self.by_target:
-            raise KeyError(target)
         return TargetCatalog(self, target)
 
     def kernels_of(self, target):
@@ -130,6 +129,13 @@ class TargetCatalog:
         self.hash = catalog.hash
         self.families = catalog.by_target[target]
 
+    @property
+    def base(self):
+        return {(f, d): b for (t, f, d), b in self.catalog._base.items() if t == self.target}
+
+    def on(self, target):
+        return self.catalog.on(target)
+
     def kernel_id(self, family, op, dtype, slot):
         return self.catalog.kernel_id(family, op, dtype, slot, self.target)
 
@@ -143,7 +149,7 @@ class TargetCatalog:
 def catalog_for(target):
     """The catalog view whose families a table of ``target`` uses: the target's own kernels
     where the catalog has them, else the CPU's (a CPU-like target reusing its kernels)."""
-    return CATALOG.on(target) if target in CATALOG.by_target else CATALOG
+    return CATALOG.on(target)
 
 
 def _build():

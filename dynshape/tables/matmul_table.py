@@ -30,7 +30,7 @@ class MatmulTable(ParamTable):
     def validate(self, catalog=None):
         """Raise TableFormatError unless every row names a slot of the catalog, fits its
         macro tile and lies inside the built shape, and no output element is listed twice."""
-        catalog = catalog or catalog_for(self.target)
+        catalog = catalog.on(self.target) if catalog is not None else catalog_for(self.target)
         e = self.entries
         if e.ndim != 2 or e.shape[1] != TABLE_COLS:
             raise TableFormatError(f"matmul table: entries must be (E, {TABLE_COLS}), got "

@@ -189,6 +189,8 @@ class ParamTable:
 
     def validate(self, catalog):
         """Refuse entries a driver could not interpret (ids outside the family, bad modes)."""
+        if hasattr(catalog, "on"):
+            catalog = catalog.on(self.target)         # the table's target's kernels
         e = self.entries
         if e.ndim != 2 or e.shape[1] != E_NCOL:
             raise TableFormatError(f"entries must have shape (E, {E_NCOL}), got {e.shape}")

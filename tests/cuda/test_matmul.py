@@ -66,3 +66,33 @@ def test_tiles_are_cuda_kernels_and_small_problems_pick_small_tiles(cuda):
     from dynshape_kernels.catalog import CATALOG
     assert {CATALOG[int(k)].target for k in t.kernel_ids()} == {"cuda"}
     assert "output tiles, one block each" in t.describe()
+
+
+def test_cuda_tables_are_saved_and_loaded_back(cuda, tmp_path):
+    import glob
+    import os
+
+    from dynshape.runtime import config
+    before = config.cache.store
+    dynshape.clear_cache()
+    dynshape.set_table_dir(tmp_path / "tables")
+    try:
+        x = cuda.to_device(np.ones((9, 40), np.float32))
+        w = cuda.to_device(np.ones((40, 7), np.float32))
+        dynshape.run("matmul", x, w)
+        dynshape.run("tanh", x)
+        dynshape.wait_optimized()
+        files = glob.glob(os.path.join(str(tmp_path / "tables"), "*", "*.npz"))
+        assert len(files) >= 2
+        dynshape.clear_cache()                       # memory only: the files stay
+        loaded = dynshape.cache_stats()["tables_loaded"]
+        got = dynshape.run("matmul", x, w).copy_to_host()
+        np.testing.assert_array_equal(got, np.full((9, 7), 40, np.float32))
+        np.testing.assert_array_equal(dynshape.run("tanh", x).copy_to_host(),
+                                      np.full((9, 40), np.tanh(np.float32(1))))
+        assert dynshape.cache_stats()["tables_loaded"] == loaded + 2
+        assert dynshape.last_table().target == "cuda"
+    finally:
+        dynshape.wait_optimized()
+        config.cache.store = before
+        dynshape.clear_cache()
