@@ -19,7 +19,8 @@ from dynshape_kernels.abi.vocabulary import REDUCE_OPS
 from dynshape_kernels.abi.common_area import OUT_F64, OUT_I64, OUT_SAME
 
 from dynshape.errors import ArgumentError, EmptyReductionError, OpAttributeError
-from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out
+from dynshape.ops import (Launch, OpSpec, as_array, check_dtype, check_out, device_active,
+                          new_output)
 
 DTYPES = ("float32", "float64", "int32", "int64")
 _NP_NAMES = {"max": "maximum", "min": "minimum"}
@@ -97,7 +98,7 @@ class ReduceSpec(OpSpec):
         rdt, outkind = self.result_dtype(x.dtype)
         user_out = out
         if out is None:
-            out = np.empty(out_shape, dtype=rdt)
+            out = new_output(out_shape, rdt)
         else:
             out = check_out(out, out_shape, rdt, self.name)
             if np.may_share_memory(out, x):
@@ -117,7 +118,8 @@ class ReduceSpec(OpSpec):
 
 
 def _scalar(r):
-    return r[()]
+    # a device result stays a 0-d device array (reading it would copy it to the host)
+    return r if device_active() is not None else r[()]
 
 
 SPECS = [ReduceSpec(name) for name in REDUCE_OPS]

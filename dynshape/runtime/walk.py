@@ -80,6 +80,12 @@ def _materialized(x, axes):
     the strides are not whole elements: the drivers walk reduced runs with nonzero strides."""
     st = element_strides(x)
     if st is None or any(st[d] == 0 and x.shape[d] > 1 for d in axes):
+        from dynshape.ops import device_active
+        if device_active() is not None:
+            from dynshape.errors import DeviceError
+            raise DeviceError("a device array broadcast (stride 0) along a reduced or "
+                              "normalized axis would be copied on the host; pass it "
+                              "materialized")
         return np.ascontiguousarray(x)
     return x
 

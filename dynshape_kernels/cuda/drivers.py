@@ -29,8 +29,10 @@ class FamilyKernel:
     to the kernel as that many scalars of the dtype. ``shared(dtype)``: static shared
     memory in bytes (for the launch geometry)."""
 
-    def __init__(self, family, factory, operands, tables=2, scalars=0, shared=0):
+    def __init__(self, family, factory, operands, tables=2, scalars=0, shared=0,
+                 operand_dtypes=None):
         self.family = family
+        self.operand_dtypes = operand_dtypes   # per operand: a dtype name, or None (the kernel's)
         self.factory = factory
         self.operands = operands
         self.tables = tables
@@ -68,10 +70,11 @@ class FamilyKernel:
     def signature(self, dtype):
         from numba import from_dtype, types
         t = from_dtype(np.dtype(dtype))
-        arr = types.Array(t, 1, "C")
         i64_1 = types.Array(types.int64, 1, "C")
         i64_2 = types.Array(types.int64, 2, "C")
-        args = [arr] * self.operands + [i64_1, i64_2][:self.tables] + [t] * self.scalars
+        kinds = self.operand_dtypes or (None,) * self.operands
+        ops = [types.Array(from_dtype(np.dtype(k or dtype)), 1, "C") for k in kinds]
+        args = ops + [i64_1, i64_2][:self.tables] + [t] * self.scalars
         return types.void(*args)
 
 
@@ -82,6 +85,9 @@ FAMILIES = {
     "copy": FamilyKernel("copy", "dynshape_kernels.cuda.plane:make_unary", 2, scalars=2,
                          shared=_SQ * (_SQ + 1)),
     "binary": FamilyKernel("binary", "dynshape_kernels.cuda.plane:make_binary", 3),
+    # (x, out of the dtype, out int64, out float64): the reduction block names the one written
+    "reduce": FamilyKernel("reduce", "dynshape_kernels.cuda.reduce:make_reduce", 4,
+                           shared=0, operand_dtypes=(None, None, "int64", "float64")),
 }
 
 
