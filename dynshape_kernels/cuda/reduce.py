@@ -18,7 +18,7 @@ from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_
                                E_KID, E_OFF0, E_OFF1, OP_BLOCK, OP_SM, OP_SN, R_COUNT, R_ND,
                                R_OUTKIND, R_SHAPE, R_STR, OUT_F64, OUT_I64)
 from ..abi.cuda_tiles import CUDA_REDUCE_TILES, CUDA_THREADS
-from ..abi.vocabulary import ARGMAX, ARGMIN, MAX, MEAN, MIN, SUM
+from ..abi.vocabulary import ARGMAX, ARGMIN, MAX, MEAN, SUM
 from .tiles import outer_offset, resolve
 
 N_SLOTS = len(CUDA_REDUCE_TILES)
