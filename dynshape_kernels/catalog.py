@@ -189,7 +189,7 @@ def _build():
 
 
 #: the CUDA target's families (dynshape_kernels.cuda has a driver for each)
-CUDA_FAMILIES = ("unary", "binary", "copy", "reduce", "matmul")
+CUDA_FAMILIES = ("unary", "binary", "copy", "reduce", "rowwise", "matmul")
 
 
 def _cuda_families():

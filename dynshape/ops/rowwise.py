@@ -14,8 +14,9 @@ as x (computed in place). Accuracy is documented in :mod:`dynshape_kernels.cpu.r
 """
 import numpy as np
 
-from dynshape.errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
-from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out
+from dynshape.errors import ArgumentError, DeviceError, DtypeError, OpAttributeError, ShapeError
+from dynshape.ops import (Launch, OpSpec, as_array, check_dtype, check_out, device_active,
+                          new_output)
 from dynshape.ops.attributes import number as _number
 from dynshape.ops.elementwise import _unalias
 from dynshape.ops.reduction import normalize_axes
@@ -57,7 +58,7 @@ class RowwiseSpec(OpSpec):
             raise OpAttributeError(f"{self.name}: epsilon must be >= 0, got {eps}")
         user_out = out is not None
         if out is None:
-            out = np.empty(x.shape, dtype=x.dtype)
+            out = new_output(x.shape, x.dtype)
         else:
             out = check_out(out, x.shape, x.dtype, self.name)
             x, _ = _unalias(out, x)       # the very same view is computed in place
@@ -95,6 +96,11 @@ class RowwiseSpec(OpSpec):
                              f"normalized shape {norm_shape} (x.shape[{a}:]) or a shape that "
                              f"broadcasts to it")
         if p.shape != norm_shape or p.dtype != dtype or not p.flags.c_contiguous:
+            if device_active() is not None:
+                raise DeviceError(f"{self.name}: {pname} on the device must have the "
+                                  f"normalized shape {norm_shape}, dtype {dtype} and be "
+                                  f"contiguous (got {p.shape}, {p.dtype}); it would be "
+                                  f"converted on the host")
             p = np.ascontiguousarray(np.broadcast_to(p, norm_shape), dtype=dtype)
         if user_out and np.may_share_memory(p, out):
             p = p.copy()

@@ -88,6 +88,9 @@ FAMILIES = {
     # (x, out of the dtype, out int64, out float64): the reduction block names the one written
     "reduce": FamilyKernel("reduce", "dynshape_kernels.cuda.reduce:make_reduce", 4,
                            shared=0, operand_dtypes=(None, None, "int64", "float64")),
+    # (x, weight, bias, out), the table, then (eps, has_weight, has_bias) as scalars
+    "rowwise": FamilyKernel("rowwise", "dynshape_kernels.cuda.rowwise:make_rowwise", 4,
+                            scalars=3),
 }
 
 
