@@ -71,6 +71,14 @@ class Bridge:
         self.host_uploads += 1
         return self._to_device(arr)
 
+    def operand_or_constant(self, buf):
+        """A device array's buffer as such; a host array (a driver's shared placeholder) is
+        uploaded once and reused like a table."""
+        regs = Regions.current()
+        if regs is not None and regs.resolve(buf) is not None:
+            return self.device(buf)
+        return self.table(buf)
+
     # ---- tables ------------------------------------------------------------------------
     def table(self, arr):
         key = id(arr)

@@ -141,6 +141,35 @@ def run_device(spec, executor, array_args, out, attrs, stream=None):
         return call.to_user(result)
 
 
+def run_fused_device(fused, x, sides, named, out):
+    """A fused sequence (``dynshape.fuse``) on device arrays: its elementwise steps run in
+    one CUDA launch; chains led by matmul/conv or ending in a row-wise op or a reduction are
+    refused by name."""
+    from dynshape.fusion.run import _execute
+    if fused.lead is not None or fused.end is not None:
+        step = fused.lead if fused.lead is not None else fused.end
+        raise DeviceError(f"{fused!r}: {step.op} in a fused sequence does not run on the cuda "
+                          f"target yet (elementwise chains do); run it as separate calls")
+    values = (x, *sides, *named.values(), out)
+    first = next((a for a in values if a is not None and arrays.is_device_array(a)))
+    lay = arrays.info(first)
+    with Regions() as regions:
+        call = DeviceCall(regions, _out_kind(first, lay), lay.device, first)
+
+        def conv(v, what):
+            return v if v is None or isinstance(v, (int, float)) else call.operand(v, what)
+        x = conv(x, "fused input x")
+        sides = [conv(v, f"side input {i}") for i, v in enumerate(sides)]
+        named = {k: conv(v, f"side input {k!r}") for k, v in named.items()}
+        out = conv(out, "out")
+        token = ops.device_call(call)
+        try:
+            result = _execute(fused, x, sides, named, out, explain=False)
+        finally:
+            ops.end_device_call(token)
+        return call.to_user(result)
+
+
 def _out_kind(x, lay):
     if lay.kind in ("cupy", "simulator"):
         return lay.kind

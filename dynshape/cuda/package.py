@@ -5,7 +5,7 @@ Layout of a package directory::
 
     cuda-manifest.json    format, catalog hash, versions (dynshape, numba, numba-cuda, NVVM),
                           compute capabilities, one record per kernel file: family, dtype,
-                          cc, kernel id range, entry name, file, size, SHA-256
+                          cc, kernel id range (none for the fused interpreter), entry name, file, size, SHA-256
     ptx/<family>-<dtype>-sm<cc>.ptx
 
 :func:`build` writes one; :func:`check` reads one and says, by name, why it cannot serve a
@@ -62,13 +62,16 @@ def pairs(families=None, dtypes=None):
     from dynshape_kernels.catalog import CATALOG, CUDA_FAMILIES
 
     from dynshape.errors import ArgumentError
-    fams = CATALOG.by_target["cuda"]
-    chosen = list(families or CUDA_FAMILIES)
-    bad = [f for f in chosen if f not in fams]
+    from dynshape_kernels.abi.fused_table import FUSED_DTYPES
+    fams = dict(CATALOG.by_target["cuda"])
+    known = list(CUDA_FAMILIES) + ["fused"]           # fused: no catalog entry (its steps are)
+    chosen = list(families or known)
+    bad = [f for f in chosen if f not in known]
     if bad:
         raise ArgumentError(f"no CUDA kernels for {', '.join(bad)}; accepted: "
-                            f"{', '.join(CUDA_FAMILIES)}")
-    out = [(f, d) for f in chosen for d in fams[f].dtypes if not dtypes or d in dtypes]
+                            f"{', '.join(known)}")
+    out = [(f, d) for f in chosen
+           for d in (fams[f].dtypes if f in fams else FUSED_DTYPES) if not dtypes or d in dtypes]
     if not out:
         raise ArgumentError(f"no CUDA kernel of families {chosen} has dtype {dtypes}")
     return out
@@ -93,9 +96,11 @@ def build(out, ccs=((8, 0), (9, 0)), families=None, dtypes=None, force=False, pr
         records = []
         cat = CATALOG.on("cuda")
         for fam, dt in pairs(families, dtypes):
-            spec = cat.families[fam]
-            base = cat.family_base(fam, dt)
-            n = len(spec.ops) * len(spec.tiles)
+            ids = None
+            if fam in cat.families:
+                spec = cat.families[fam]
+                base = cat.family_base(fam, dt)
+                ids = [base, base + len(spec.ops) * len(spec.tiles)]
             for cc in ccs:
                 ptx = compile_ptx(fam, dt, cc)
                 name = f"{fam}-{dt}-sm{cc[0]}{cc[1]}.ptx"
@@ -104,7 +109,7 @@ def build(out, ccs=((8, 0), (9, 0)), families=None, dtypes=None, force=False, pr
                     f.write(data)
                 entry = re.search(r"\.entry\s+([\w$]+)", ptx)
                 records.append({"family": fam, "dtype": dt, "cc": f"{cc[0]}{cc[1]}",
-                                "kernel_ids": [base, base + n], "entry": entry.group(1),
+                                "kernel_ids": ids, "entry": entry.group(1),
                                 "file": f"ptx/{name}", "size": len(data),
                                 "sha256": hashlib.sha256(data).hexdigest()})
                 if progress is not None:

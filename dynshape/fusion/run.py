@@ -8,6 +8,7 @@ import numpy as np
 from dynshape_kernels.abi.step_program import MAX_SIDES
 
 from dynshape import api as dispatcher
+from dynshape.api import _on_device
 from dynshape import ops
 from dynshape.errors import ArgumentError, DomainError, DtypeError, ShapeError
 from dynshape.fusion.parse import _LEAD_INPUT, _LEADS, _parse_step
@@ -99,6 +100,9 @@ class Fused:
             return _execute_lead(self, x, sides[0], sides[1:], named, out)
         arrays = (x, *sides, *named.values())
         sig = replay.signature((self, tuple(named)), arrays, out, None)
+        if sig is None and _on_device(arrays, out):
+            from dynshape.cuda.call import run_fused_device
+            return run_fused_device(self, x, sides, named, out)
         if sig is not None:
             result = REPLAY.run(sig, arrays, out)
             if result is not None:
@@ -383,6 +387,8 @@ def _launch(fused, prog, dtype, x, arrs, out, shape, explain, ran=None):
                            # integer pow validates its exponents' values: never replayed
                            "reads_data": dtype.startswith("int")
                            and any(st.op == "pow" for st in fused.steps)})
+    if ops.device_active() is not None:
+        launch.target = "cuda"
     if explain:
         table = FUSED.explain(launch)
         from dynshape.pictures.calls import fused_call

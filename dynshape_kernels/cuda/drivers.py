@@ -137,6 +137,38 @@ class MatmulKernel(FamilyKernel):
 FAMILIES["matmul"] = MatmulKernel()
 
 
+class FusedKernel(FamilyKernel):
+    """The fused family (no catalog entry of its own: its steps are catalog ops): called
+    with the CPU fused driver's arguments (x, out, int64 and float64 outputs, common,
+    entries, program, program attributes, control block, side inputs); the program, its
+    attributes and the control block are uploaded once like tables."""
+
+    def __init__(self):
+        super().__init__("fused", "dynshape_kernels.cuda.fused:make_fused", 2)
+
+    def signature(self, dtype):
+        from numba import from_dtype, types
+        from ..abi.step_program import MAX_SIDES
+        arr = types.Array(from_dtype(np.dtype(dtype)), 1, "C")
+        i1, i2 = types.Array(types.int64, 1, "C"), types.Array(types.int64, 2, "C")
+        return types.void(arr, arr, i1, i2, i2, arr, i1, *([arr] * MAX_SIDES))
+
+    def call(self, launcher, args):
+        x, o, _oi, _of, common, entries, prog, pattrs, fctl, sides = args
+        br = launcher.bridge
+        grid, block, _ = launch_geometry("fused", launcher.dtype, entries.shape[0],
+                                         int(common[C_NOUTER]), launcher.threads)
+        if grid[0] == 0:
+            return False
+        launcher.kernel[grid, block, br.stream()](
+            br.device(x), br.device(o), br.table(common), br.table(entries), br.table(prog),
+            br.table(pattrs), br.table(fctl), *[br.operand_or_constant(s) for s in sides])
+        return True
+
+
+FAMILIES["fused"] = FusedKernel()
+
+
 def register(kernel):
     """Add (or replace) a CUDA family's kernel description."""
     FAMILIES[kernel.family] = kernel

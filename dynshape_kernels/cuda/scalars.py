@@ -101,18 +101,24 @@ def unary_cases(integer):
             if not (integer and u.float_only)]
 
 
-def binary_cases():
+#: binary ops integer kernels never run (the op specs and fusion programs promote or refuse
+#: them: true division of integers gives float64)
+FLOAT_ONLY_BINARY = ("div",)
+
+
+def binary_cases(integer=False):
     missing = [b for b in BINARY_OPS if b not in BINARY_EXPR]
     if missing:
         raise KeyError(f"binary ops without a CUDA expression: {missing}")
-    return [(BINARY_OPS.index(b), BINARY_EXPR[b]) for b in BINARY_OPS]
+    return [(BINARY_OPS.index(b), BINARY_EXPR[b]) for b in BINARY_OPS
+            if not (integer and b in FLOAT_ONLY_BINARY)]
 
 
 def generated_source(integer):
     """The Python source of the switches for one kind of dtype (also shown by tests)."""
     helpers = _HELPERS + (_INT_HELPERS if integer else "")
     return (helpers + "\n\n" + _source("unary_op", "code, v, a0, a1", unary_cases(integer))
-            + "\n\n" + _source("binary_op", "code, a, b", binary_cases()))
+            + "\n\n" + _source("binary_op", "code, a, b", binary_cases(integer)))
 
 
 _built = {}
