@@ -189,14 +189,15 @@ def _build():
 
 
 #: the CUDA target's families (dynshape_kernels.cuda has a driver for each)
-CUDA_FAMILIES = ("unary", "binary", "copy", "reduce", "rowwise", "matmul")
+CUDA_FAMILIES = ("unary", "binary", "copy", "reduce", "rowwise", "matmul", "pool", "conv")
 
 
 def _cuda_families():
     """The CUDA target's static kernels: the CPU families' ops and dtypes on GPU tile sets.
     Tails are bounds (VARIABLE_FULL) or anchored full tiles (OVERLAP): no scratch tiles."""
-    from .abi.cuda_tiles import (CUDA_ELEMENTWISE_TILES, CUDA_MATMUL_TILES, CUDA_REDUCE_TILES,
-                                 CUDA_ROWWISE_TILES)
+    from .abi.cuda_tiles import (CUDA_CONV_TILES, CUDA_ELEMENTWISE_TILES, CUDA_MATMUL_TILES,
+                                 CUDA_POOL_TILES, CUDA_REDUCE_TILES, CUDA_ROWWISE_TILES)
+    from .abi.vocabulary import CONV_OPS, POOL_OPS
     from .abi.vocabulary import BINARY_OPS, REDUCE_OPS, ROWWISE_OPS, UNARY_OPS
     modes = frozenset({TailMode.VARIABLE_FULL, TailMode.OVERLAP})
     variable = frozenset({TailMode.VARIABLE_FULL})
@@ -216,6 +217,10 @@ def _cuda_families():
         # output tiles of one block each; K walked inside in shared-memory blocks
         "matmul": FamilySpec("matmul", ("matmul",), ("float32", "float64"), CUDA_MATMUL_TILES,
                              variable, quanta=(8, 16), target="cuda"),
+        "pool": FamilySpec("pool", POOL_OPS, ("float32", "float64"), CUDA_POOL_TILES, variable,
+                           quanta=(4, 16), target="cuda"),
+        "conv": FamilySpec("conv", CONV_OPS, ("float32", "float64"), CUDA_CONV_TILES, variable,
+                           quanta=(1, 1), target="cuda"),
     }
     return [specs[name] for name in CUDA_FAMILIES]
 

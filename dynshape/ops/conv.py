@@ -32,11 +32,12 @@ dilations=(1, 1), group=1, kernel_shape=None, activation=None, residual=None, ou
 import numpy as np
 from dynshape_kernels.abi.vocabulary import IDENTITY
 
-from dynshape.errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
+from dynshape.errors import ArgumentError, DeviceError, DtypeError, OpAttributeError, ShapeError
 from dynshape.runtime.layout import same_view
 from dynshape.ops import activation, attributes
 from dynshape.ops.attributes import AUTO_PADS, is_int as _is_int  # noqa: F401
-from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output
+from dynshape.ops import (Launch, OpSpec, as_array, check_dtype, check_out, device_active,
+                          is_planning, new_output)
 
 FLOAT_DTYPES = ("float32", "float64")
 
@@ -178,6 +179,9 @@ class ConvSpec(OpSpec):
     @staticmethod
     def _param(p, dtype, out, planning):
         if not p.flags.c_contiguous:
+            if device_active() is not None:
+                raise DeviceError("conv2d: weights and bias on the device must be "
+                                  "C-contiguous (they would be copied on the host)")
             p = np.ascontiguousarray(p)
         elif not planning and np.may_share_memory(p, out):
             p = p.copy()

@@ -29,7 +29,12 @@ class PoolTiling(Tiling):
                                                                     key=lambda t: t[1])
 
     def cost(self, t0, rows, cols, model=None):
-        model = model or cost_model.MODEL
+        model = model or self.model or cost_model.MODEL
+        if hasattr(model, "walk_costs"):           # a device model: blocks of window taps
+            c = model.tile_costs(t0, rows.valid(self.shape[0]), rows.mode,
+                                 cols.valid(self.shape[1]) * self.taps, cols.mode, cols.tile,
+                                 False)
+            return model.makespan(c, self.n_outer)
         m, n = self.shape
         vr = rows.valid(m).astype(np.float64)[:, None]
         vc = cols.valid(n).astype(np.float64)[None, :]

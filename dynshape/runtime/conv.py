@@ -129,6 +129,9 @@ class ConvExecutor(Executor):
     def build(self, launch, g, key, variant):
         slot = dict(a for a in key.attrs if isinstance(a, tuple) and len(a) == 2
                     and a[0] == "slot").get("slot")
+        if key.target != "cpu":
+            from dynshape.planning.gpu_conv import build_device_table
+            return build_device_table(g, key.dtype, key.target, variant)
         return build_table(g, key.dtype, key.target, key.threads, slot, variant)
 
     def bind(self, launch, g, table):

@@ -16,8 +16,9 @@ from dynshape_kernels.abi.common_area import E_NCOL, E_OFF0, E_OFF1
 from dynshape_kernels.abi.pool_table import (E_IH0, E_IW0, P_CIP, P_DH, P_DW, P_H, P_KH, P_KW,
                                              P_PB, P_PR, P_SH, P_SW, P_W, POOL_BLOCK, POOL_NCOL)
 from dynshape_kernels.abi.tail_mode import TailMode
-from dynshape_kernels.catalog import CATALOG
+from dynshape_kernels.catalog import catalog_for
 
+from dynshape.planning import cost_model
 from dynshape.planning.pool import PoolTiling
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.replay import same_operands
@@ -70,27 +71,28 @@ class PoolExecutor(Executor):
 
     def key(self, launch, p, target):
         g = launch.extra["geometry"]
-        q0, q1 = CATALOG.families[FAMILY].quanta
+        q0, q1 = catalog_for(target).families[FAMILY].quanta
         return TableKey(FAMILY, launch.op, launch.dtype, target,
                         (bucket(g.out_hw[0], q0), bucket(g.out_hw[1], q1)), (),
                         launch.table_attrs)
 
     def build(self, launch, p, key, variant):
         g = launch.extra["geometry"]
-        tiling = PoolTiling(CATALOG, FAMILY, key.op, key.dtype, key.bucket, (p.m, p.n),
+        cat = catalog_for(key.target)
+        tiling = PoolTiling(cat, FAMILY, key.op, key.dtype, key.bucket, (p.m, p.n),
                             math.prod(p.outer), False, frozenset({TailMode.VARIABLE_FULL}),
-                            taps=g.kernel[0] * g.kernel[1])
+                            cost_model.for_target(key.target), taps=g.kernel[0] * g.kernel[1])
         comb = tiling.simplified() if variant == "simplified" else tiling.optimized()
         e = np.empty((len(comb.entries), POOL_NCOL), dtype=np.int64)
         e[:, :E_NCOL] = comb.entries
         e[:, E_IH0] = comb.entries[:, E_OFF0] * g.strides[0] - g.pads[0]
         e[:, E_IW0] = comb.entries[:, E_OFF1] * g.strides[1] - g.pads[1]
-        t = PoolTable(FAMILY, key.op, key.dtype, key.target, CATALOG.hash, key.bucket, e,
-                      np.zeros(0, np.int64), 2, CATALOG.family_base(FAMILY, key.dtype),
-                      CATALOG.families[FAMILY].op_base, comb.variant, lambda: comb.cost,
+        t = PoolTable(FAMILY, key.op, key.dtype, key.target, cat.hash, key.bucket, e,
+                      np.zeros(0, np.int64), 2, cat.family_base(FAMILY, key.dtype),
+                      cat.families[FAMILY].op_base, comb.variant, lambda: comb.cost,
                       comb.description + f"; input offsets for window {g.describe()}",
                       (p.m, p.n))
-        t.validate(CATALOG)
+        t.validate(cat)
         t.common = np.concatenate([t.bind(p, [0, 0]), _pool_block(g, *g.in_hw)])
         t.common.flags.writeable = False
         return t

@@ -3,7 +3,7 @@ import numpy as np
 from dynshape_kernels.abi.conv_table import (ENTRY_COLUMNS, T_KID, T_M0, T_MV, T_N, T_NCOL,
                                               T_OH0, T_OW0, T_VH, T_VW)
 from dynshape_kernels.abi.tiles import CONV_DIRECT_SLOT as DIRECT_SLOT, CONV_TILES
-from dynshape_kernels.catalog import CATALOG
+from dynshape_kernels.catalog import CATALOG, catalog_for
 
 from dynshape.errors import TableFormatError
 from dynshape.tables.param_table import TABLE_CLASSES, ParamTable, call_lines
@@ -20,11 +20,12 @@ class ConvTable(ParamTable):
 
     @classmethod
     def of(cls, dtype, target, bucket_, entries, geo, slot, nthreads, cost, variant="optimized"):
-        t = cls(FAMILY, "conv2d", dtype, target, CATALOG.hash, bucket_, entries,
-                np.zeros(0, np.int64), 4, CATALOG.family_base(FAMILY, dtype), 0, variant,
+        cat = catalog_for(target)
+        t = cls(FAMILY, "conv2d", dtype, target, cat.hash, bucket_, entries,
+                np.zeros(0, np.int64), 4, cat.family_base(FAMILY, dtype), 0, variant,
                 cost, f"slot {slot}, {nthreads} threads", None,
                 {"geo": dict(geo), "slot": int(slot), "nthreads": int(nthreads)})
-        t.validate(CATALOG)
+        t.validate(cat)
         return t
 
     @property
@@ -41,16 +42,18 @@ class ConvTable(ParamTable):
 
     def validate(self, catalog=CATALOG):
         """Refuse entries the driver could not run safely (ids, tile caps, negative counts)."""
+        tiles = catalog.on(self.target).families[FAMILY].tiles if hasattr(catalog, "on") \
+            else CONV_TILES
         e = self.entries
         if e.ndim != 2 or e.shape[1] != T_NCOL:
             raise TableFormatError(f"conv entries must have shape (E, {T_NCOL}), got {e.shape}")
         if not len(e):
             return
         slots = e[:, T_KID] - self.id_base
-        if slots.min() < 0 or slots.max() >= N_SLOTS:
+        if slots.min() < 0 or slots.max() >= len(tiles):
             raise TableFormatError(f"conv kernel ids outside {self.id_base}.."
-                                   f"{self.id_base + N_SLOTS - 1}")
-        caps = np.array(CONV_TILES, dtype=np.int64)[slots]
+                                   f"{self.id_base + len(tiles) - 1}")
+        caps = np.array(tiles, dtype=np.int64)[slots]
         if (e[:, [T_MV, T_VH, T_VW]] < 0).any() or (e[:, T_MV] > caps[:, 0]).any() or \
                 (e[:, T_VH] * e[:, T_VW] > caps[:, 1]).any():
             raise TableFormatError("conv entries exceed their kernel's tile (channels, "

@@ -12,3 +12,7 @@ CUDA_REDUCE_TILES = ((1, 1, 0), (1, 8, 0), (1, 256, 0), (8, 32, 0))
 CUDA_ROWWISE_TILES = ((1, 1, 0), (1, 8, 0), (1, 64, 0))
 #: matmul: output tiles per block (shared-memory operand tiles, register-blocked threads)
 CUDA_MATMUL_TILES = ((64, 64, 0), (32, 32, 0))
+#: pooling: tiles of the output plane (OH x OW); one thread per output, its window walked
+CUDA_POOL_TILES = ((8, 32, 0), (4, 64, 0), (16, 16, 0))
+#: conv2d: (output channels, output positions) per block; a thread per output, K walked
+CUDA_CONV_TILES = ((16, 64, 0), (4, 32, 0))

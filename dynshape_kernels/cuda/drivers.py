@@ -88,6 +88,7 @@ FAMILIES = {
     # (x, out of the dtype, out int64, out float64): the reduction block names the one written
     "reduce": FamilyKernel("reduce", "dynshape_kernels.cuda.reduce:make_reduce", 4,
                            shared=0, operand_dtypes=(None, None, "int64", "float64")),
+    "pool": FamilyKernel("pool", "dynshape_kernels.cuda.pool:make_pool", 2),
     # (x, weight, bias, out), the table, then (eps, has_weight, has_bias) as scalars
     "rowwise": FamilyKernel("rowwise", "dynshape_kernels.cuda.rowwise:make_rowwise", 4,
                             scalars=3),
@@ -167,6 +168,33 @@ class FusedKernel(FamilyKernel):
 
 
 FAMILIES["fused"] = FusedKernel()
+
+
+class ConvKernel(FamilyKernel):
+    """conv2d: called with the CPU conv driver's arguments (x, weights, bias, residual, y,
+    common, entries, activation attributes, epilogue program); one block per entry. A
+    non-empty epilogue program is not run on the device."""
+
+    def __init__(self):
+        super().__init__("conv", "dynshape_kernels.cuda.conv:make_conv", 5, scalars=2)
+
+    def call(self, launcher, args):
+        x, w, b, r, y, common, entries, fattrs, prog, pattrs, sides, cgeo = args
+        if len(prog):
+            raise NotImplementedError("fused epilogue steps after a conv2d do not run on the "
+                                      "cuda target yet")
+        if len(entries) == 0:
+            return False
+        br = launcher.bridge
+        t = np.dtype(launcher.dtype).type
+        launcher.kernel[(len(entries), 1), (launcher.threads,), br.stream()](
+            br.device(x), br.device(w), br.operand_or_constant(b),
+            br.operand_or_constant(r), br.device(y), br.table(common), br.table(entries),
+            t(fattrs[0]), t(fattrs[1]))
+        return True
+
+
+FAMILIES["conv"] = ConvKernel()
 
 
 def register(kernel):

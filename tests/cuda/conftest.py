@@ -3,10 +3,6 @@ NUMBA_ENABLE_CUDASIM=1 unless told otherwise), on small shapes so that the simul
 runs every thread as a Python thread, stays fast."""
 import numpy as np
 import pytest
-from hypothesis import settings
-
-#: few examples: a simulated launch costs milliseconds per block
-cuda_settings = settings(max_examples=12, deadline=None)
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from dynshape import testing
 from dynshape.errors import DeviceError, DtypeError
 from oracles import BINARY_REF, EXACT, UNARY_REF
 
-from conftest import cuda_settings
+from cudasim import cuda_settings
 
 # documented tolerances of the CUDA kernels: CUDA's float32 math functions are within 2 ulp,
 # the float64 ones within 1-2 ulp (the simulator computes in float64 and rounds once)
@@ -148,7 +148,13 @@ def test_host_work_on_device_arrays_is_refused_not_done(cuda):
     x = cuda.to_device(np.arange(8, dtype=np.float32))
     with pytest.raises(DeviceError, match="copy of a device array"):
         dynshape.run("relu", x[:6], out=x[2:])
-    # families without CUDA kernels say so before touching anything
+
+
+
+def test_a_family_without_cuda_kernels_is_refused_first(cuda, monkeypatch):
+    import dynshape_kernels.catalog as catalog
+    monkeypatch.setattr(catalog, "CUDA_FAMILIES",
+                        tuple(f for f in catalog.CUDA_FAMILIES if f != "conv"))
     with pytest.raises(DeviceError, match="no 'conv' kernels"):
         dynshape.run("conv2d", cuda.to_device(np.ones((1, 1, 3, 3))),
                      cuda.to_device(np.ones((1, 1, 2, 2))))

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import dynshape
-from conftest import cuda_settings
+from cudasim import cuda_settings
 from dynshape.errors import DeviceError
 
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-12, atol=1e-13)}

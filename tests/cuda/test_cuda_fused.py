@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import dynshape
-from conftest import cuda_settings
+from cudasim import cuda_settings
 from dynshape.errors import DeviceError
 from oracles import BINARY_REF, UNARY_REF
 

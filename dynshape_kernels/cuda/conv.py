@@ -1,0 +1,79 @@
+"""The CUDA conv2d kernel (direct): ``y = act(conv(x, w) + bias + residual)`` per tile.
+
+One block per table entry (image n, group g, a tile of output channels x output rows x
+output columns, clipped to the real sizes); each thread takes outputs of the tile in turn
+and walks K = Cg * KH * KW (taps in the padding skipped), accumulating in the dtype; the
+epilogue adds the bias and the residual and applies the activation (a unary op code of the
+vocabulary, identity for none) before the store. Sizes, strides and offsets come from the
+conv common area (``abi.conv_table``); weights are C-contiguous (M, Cg, KH, KW).
+"""
+from numba import cuda
+
+from ..abi.conv_table import (CV_ACT, CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB,
+                              CV_HASR, CV_KH, CV_KW, CV_MG, CV_OH, CV_OW, CV_ROFF, CV_RSC,
+                              CV_RSH, CV_RSN, CV_RSW, CV_SH, CV_SW, CV_W, CV_XOFF, CV_XSC,
+                              CV_XSH, CV_XSN, CV_XSW, CV_YOFF, CV_YSC, CV_YSH, CV_YSN, CV_YSW,
+                              T_G, T_IH0, T_IW0, T_M0, T_MV, T_N, T_OH0, T_OW0, T_VH, T_VW)
+from .scalars import switches
+
+
+def make_conv(nbtype, integer):
+    """The conv kernel of one float dtype:
+    ``(x, w, bias, residual, y, common, entries, a0, a1)``."""
+    unary_op, _ = switches(False)
+
+    def conv(x, w, bias, res, y, common, entries, a0, a1):
+        e = cuda.blockIdx.x
+        n = entries[e, T_N]
+        g = entries[e, T_G]
+        m0 = entries[e, T_M0]
+        oh0 = entries[e, T_OH0]
+        ow0 = entries[e, T_OW0]
+        mv = min(entries[e, T_MV], common[CV_MG] - m0)
+        vh = min(entries[e, T_VH], common[CV_OH] - oh0)
+        vw = min(entries[e, T_VW], common[CV_OW] - ow0)
+        if mv <= 0 or vh <= 0 or vw <= 0:
+            return
+        ih0 = entries[e, T_IH0]
+        iw0 = entries[e, T_IW0]
+        cg = common[CV_CG]
+        kh = common[CV_KH]
+        kw = common[CV_KW]
+        H = common[CV_H]
+        W = common[CV_W]
+        sh = common[CV_SH]
+        sw = common[CV_SW]
+        dh = common[CV_DH]
+        dw = common[CV_DW]
+        code = common[CV_ACT]
+        tid = cuda.threadIdx.x
+        nt = cuda.blockDim.x
+        xb = common[CV_XOFF] + n * common[CV_XSN] + g * cg * common[CV_XSC]
+        for i in range(tid, mv * vh * vw, nt):
+            a = i // (vh * vw)
+            rem = i - a * (vh * vw)
+            r = rem // vw
+            c = rem - r * vw
+            m = g * common[CV_MG] + m0 + a
+            acc = nbtype(0)
+            for ci in range(cg):
+                for p in range(kh):
+                    ih = ih0 + r * sh + p * dh
+                    if ih < 0 or ih >= H:
+                        continue
+                    for q in range(kw):
+                        iw = iw0 + c * sw + q * dw
+                        if 0 <= iw < W:
+                            acc += x[xb + ci * common[CV_XSC] + ih * common[CV_XSH]
+                                     + iw * common[CV_XSW]] * w[((m * cg + ci) * kh + p) * kw + q]
+            if common[CV_HASB] != 0:
+                acc += bias[common[CV_BOFF] + m * common[CV_BS]]
+            oh = oh0 + r
+            ow = ow0 + c
+            if common[CV_HASR] != 0:
+                acc += res[common[CV_ROFF] + n * common[CV_RSN] + m * common[CV_RSC]
+                           + oh * common[CV_RSH] + ow * common[CV_RSW]]
+            acc = unary_op(code, acc, a0, a1)
+            y[common[CV_YOFF] + n * common[CV_YSN] + m * common[CV_YSC] + oh * common[CV_YSH]
+              + ow * common[CV_YSW]] = acc
+    return conv
