@@ -77,13 +77,32 @@ def pairs(families=None, dtypes=None):
     return out
 
 
-def build(out, ccs=((8, 0), (9, 0)), families=None, dtypes=None, force=False, progress=None):
+def _compile_one(job):
+    from dynshape_kernels.cuda.drivers import compile_ptx
+    fam, dt, cc = job
+    return compile_ptx(fam, dt, cc)
+
+
+def _compile_all(jobs, processes):
+    """PTX of every (family, dtype, cc) job, in order; in ``processes`` worker processes
+    (NVVM compiles one kernel at a time per process)."""
+    if processes <= 1 or len(jobs) < 2:
+        return [_compile_one(j) for j in jobs]
+    import concurrent.futures
+    import multiprocessing
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(processes, mp_context=ctx) as ex:
+        return list(ex.map(_compile_one, jobs))
+
+
+def build(out, ccs=((8, 0), (9, 0)), families=None, dtypes=None, force=False, progress=None,
+          processes=None):
     """Compile the chosen CUDA kernels to PTX for every compute capability in ``ccs`` into
-    package directory ``out`` (written to a temporary directory, then moved into place).
-    Returns the manifest."""
+    package directory ``out`` (written to a temporary directory, then moved into place), in
+    ``processes`` worker processes (default: one per CPU). Returns the manifest."""
+    processes = processes or os.cpu_count() or 1
     from dynshape.cuda.arrays import simulating
     from dynshape_kernels.catalog import CATALOG
-    from dynshape_kernels.cuda.drivers import compile_ptx
     PackageError = _packages_error()
     if simulating():
         raise PackageError("PTX needs the CUDA compiler, not the simulator: unset "
@@ -95,25 +114,24 @@ def build(out, ccs=((8, 0), (9, 0)), families=None, dtypes=None, force=False, pr
         os.makedirs(os.path.join(work, "ptx"))
         records = []
         cat = CATALOG.on("cuda")
-        for fam, dt in pairs(families, dtypes):
+        jobs = [(fam, dt, cc) for fam, dt in pairs(families, dtypes) for cc in ccs]
+        for (fam, dt, cc), ptx in zip(jobs, _compile_all(jobs, processes)):
             ids = None
             if fam in cat.families:
                 spec = cat.families[fam]
                 base = cat.family_base(fam, dt)
                 ids = [base, base + len(spec.ops) * len(spec.tiles)]
-            for cc in ccs:
-                ptx = compile_ptx(fam, dt, cc)
-                name = f"{fam}-{dt}-sm{cc[0]}{cc[1]}.ptx"
-                data = ptx.encode()
-                with open(os.path.join(work, "ptx", name), "wb") as f:
-                    f.write(data)
-                entry = re.search(r"\.entry\s+([\w$]+)", ptx)
-                records.append({"family": fam, "dtype": dt, "cc": f"{cc[0]}{cc[1]}",
-                                "kernel_ids": ids, "entry": entry.group(1),
-                                "file": f"ptx/{name}", "size": len(data),
-                                "sha256": hashlib.sha256(data).hexdigest()})
-                if progress is not None:
-                    print(f"  {name}: {len(data)} bytes", file=progress, flush=True)
+            name = f"{fam}-{dt}-sm{cc[0]}{cc[1]}.ptx"
+            data = ptx.encode()
+            with open(os.path.join(work, "ptx", name), "wb") as f:
+                f.write(data)
+            entry = re.search(r"\.entry\s+([\w$]+)", ptx)
+            records.append({"family": fam, "dtype": dt, "cc": f"{cc[0]}{cc[1]}",
+                            "kernel_ids": ids, "entry": entry.group(1),
+                            "file": f"ptx/{name}", "size": len(data),
+                            "sha256": hashlib.sha256(data).hexdigest()})
+            if progress is not None:
+                print(f"  {name}: {len(data)} bytes", file=progress, flush=True)
         manifest = {"format": FORMAT, "target": "cuda", "catalog_hash": CATALOG.hash,
                     "versions": versions(), "ccs": [f"{a}{b}" for a, b in ccs],
                     "kernels": records}

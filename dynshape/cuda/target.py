@@ -27,3 +27,15 @@ CUDA = register_target(Target("cuda", DRIVERS, (),
                               "and outer index)"))
 MODEL = GpuCostModel()
 cost_model.register("cuda", MODEL)
+
+
+def warm(families=None, dtypes=None):
+    """Compile the CUDA kernels of ``families`` (default: every one, fused included) for
+    their dtypes (or only ``dtypes``) now instead of at their first use; returns the
+    (family, dtype) pairs loaded. On a device this runs NVVM once per kernel."""
+    from dynshape.cuda.package import pairs
+    done = []
+    for fam, dt in pairs(families, dtypes):
+        DRIVERS.get(fam, dt)
+        done.append((fam, dt))
+    return done

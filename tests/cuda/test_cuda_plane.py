@@ -191,3 +191,13 @@ def test_plain_import_and_cpu_runs_import_no_cuda_module():
             " 'dynshape.cuda', 'dynshape_kernels.cuda'))]; print(bad); assert not bad")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_warm_loads_every_cuda_kernel_before_first_use(cuda):
+    from dynshape.cuda import target
+    done = target.warm(["unary", "fused"], ["float64"])
+    assert done == [("unary", "float64"), ("fused", "float64")]
+    assert set(done) <= set(target.DRIVERS.loaded())
+    n = len(target.DRIVERS.loaded())
+    dynshape.run("exp", cuda.to_device(np.ones(7)))       # already loaded: nothing new
+    assert len(target.DRIVERS.loaded()) == n
