@@ -41,5 +41,17 @@ EXACT = {"relu", "abs", "neg", "sqrt", "reciprocal"}
 RTOL = {np.dtype("float32"): 2e-6, np.dtype("float64"): 1e-13}
 ATOL = {np.dtype("float32"): 1e-6, np.dtype("float64"): 1e-14}
 
+
+def check(op, got, want):
+    """``got`` equals ``want`` exactly for exact ops and integers, else within the documented
+    tolerances (the same for the CPU kernels and the CUDA kernels: CUDA's float32 math
+    functions are within 2 ulp, float64 within 1-2 ulp)."""
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.dtype, want.dtype)
+    if op in EXACT or got.dtype.kind in "iu":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=RTOL[got.dtype], atol=ATOL[got.dtype],
+                                   equal_nan=True)
+
 BINARY_REF = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
               "pow": np.power, "maximum": np.maximum, "minimum": np.minimum}

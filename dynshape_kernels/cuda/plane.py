@@ -10,11 +10,10 @@ are then coalesced along the input's rows and writes along the output's columns.
 """
 from numba import cuda
 
-from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1,
-                               E_KID, E_OFF0, E_OFF1, OP_BLOCK, OP_SM, OP_SN)
+from ..abi.common_area import (C_NOUTER, C_OPS, OP_BLOCK, OP_SM, OP_SN)
 from ..abi.cuda_tiles import CUDA_ELEMENTWISE_TILES
 from .scalars import switches
-from .tiles import outer_offset, resolve
+from .tiles import decode_entry, outer_offset
 
 N_SLOTS = len(CUDA_ELEMENTWISE_TILES)
 #: the slot of the square tile (shared-memory transpose)
@@ -36,17 +35,7 @@ def make_unary(nbtype, integer):
 
     def unary(x, o, common, entries, a0, a1):
         e = cuda.blockIdx.x
-        kid = entries[e, E_KID] - common[C_IDBASE]
-        code = kid // N_SLOTS + common[C_OPBASE]
-        slot = kid % N_SLOTS
-        t0 = 1
-        t1 = 1
-        for s in range(N_SLOTS):
-            if s == slot:
-                t0 = t0s[s]
-                t1 = t1s[s]
-        r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
-        c0, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
+        code, slot, r0, v0, c0, v1, t0, t1 = decode_entry(entries, e, common, t0s, t1s)
         osm = common[C_OPS + OP_SM]
         osn = common[C_OPS + OP_SN]
         xsm = common[C_OPS + OP_BLOCK + OP_SM]
@@ -90,17 +79,7 @@ def make_binary(nbtype, integer):
 
     def binary(a, b, o, common, entries):
         e = cuda.blockIdx.x
-        kid = entries[e, E_KID] - common[C_IDBASE]
-        code = kid // N_SLOTS + common[C_OPBASE]
-        slot = kid % N_SLOTS
-        t0 = 1
-        t1 = 1
-        for s in range(N_SLOTS):
-            if s == slot:
-                t0 = t0s[s]
-                t1 = t1s[s]
-        r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
-        c0, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
+        code, slot, r0, v0, c0, v1, t0, t1 = decode_entry(entries, e, common, t0s, t1s)
         osm = common[C_OPS + OP_SM]
         osn = common[C_OPS + OP_SN]
         asm = common[C_OPS + OP_BLOCK + OP_SM]

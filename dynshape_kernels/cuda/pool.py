@@ -11,13 +11,12 @@ import math
 
 from numba import cuda
 
-from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1,
-                               E_KID, E_OFF0, E_OFF1, OP_BLOCK, OP_SM, OP_SN)
+from ..abi.common_area import (C_NOUTER, C_OPS, OP_BLOCK, OP_SM, OP_SN)
 from ..abi.cuda_tiles import CUDA_POOL_TILES
 from ..abi.pool_table import (E_IH0, E_IW0, P_CIP, P_DH, P_DW, P_H, P_KH, P_KW, P_PB, P_PR,
                               P_SH, P_SW, P_W, POOL_BLOCK_START)
 from ..abi.vocabulary import MAX_POOL
-from .tiles import outer_offset, resolve
+from .tiles import decode_entry, outer_offset
 
 N_SLOTS = len(CUDA_POOL_TILES)
 T0S = tuple(t[0] for t in CUDA_POOL_TILES)
@@ -31,17 +30,7 @@ def make_pool(nbtype, integer):
 
     def pool(x, o, common, entries):
         e = cuda.blockIdx.x
-        kid = entries[e, E_KID] - common[C_IDBASE]
-        code = kid // N_SLOTS + common[C_OPBASE]
-        slot = kid % N_SLOTS
-        t0 = 1
-        t1 = 1
-        for s in range(N_SLOTS):
-            if s == slot:
-                t0 = t0s[s]
-                t1 = t1s[s]
-        r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
-        c0, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
+        code, slot, r0, v0, c0, v1, t0, t1 = decode_entry(entries, e, common, t0s, t1s)
         ih0 = entries[e, E_IH0]
         iw0 = entries[e, E_IW0]
         kh = common[_P + P_KH]

@@ -13,12 +13,11 @@ import math
 
 from numba import cuda, float64
 
-from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1,
-                               E_KID, E_OFF0, E_OFF1, MAX_RED, OP_BLOCK, OP_SM, OP_SN, R_COUNT,
-                               R_ND, R_SHAPE, R_STR)
+from ..abi.common_area import (C_NOUTER, C_OPS, MAX_RED, OP_BLOCK, OP_SM, OP_SN, R_COUNT, R_ND,
+                               R_SHAPE, R_STR)
 from ..abi.cuda_tiles import CUDA_ROWWISE_TILES, CUDA_THREADS
 from ..abi.vocabulary import LAYER_NORM, LOG_SOFTMAX, RMS_NORM, SOFTMAX
-from .tiles import outer_offset, resolve
+from .tiles import decode_entry, outer_offset
 
 N_SLOTS = len(CUDA_ROWWISE_TILES)
 T0S = tuple(t[0] for t in CUDA_ROWWISE_TILES)
@@ -62,17 +61,7 @@ def make_rowwise(nbtype, integer):
 
     def rowwise(x, w, b, o, common, entries, eps, has_w, has_b):
         e = cuda.blockIdx.x
-        kid = entries[e, E_KID] - common[C_IDBASE]
-        code = kid // N_SLOTS + common[C_OPBASE]
-        slot = kid % N_SLOTS
-        t0 = 1
-        t1 = 1
-        for s in range(N_SLOTS):
-            if s == slot:
-                t0 = t0s[s]
-                t1 = t1s[s]
-        r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
-        c0, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
+        code, slot, r0, v0, c0, v1, t0, t1 = decode_entry(entries, e, common, t0s, t1s)
         count = common[_RB + R_COUNT]
         osm = common[C_OPS + OP_SM]
         osn = common[C_OPS + OP_SN]

@@ -8,29 +8,9 @@ from hypothesis import strategies as st
 import dynshape
 from dynshape import testing
 from dynshape.errors import DeviceError, DtypeError
-from oracles import BINARY_REF, EXACT, UNARY_REF
+from oracles import BINARY_REF, RTOL, UNARY_REF, check
 
 from cudasim import cuda_settings
-
-# documented tolerances of the CUDA kernels: CUDA's float32 math functions are within 2 ulp,
-# the float64 ones within 1-2 ulp (the simulator computes in float64 and rounds once)
-RTOL = {np.dtype("float32"): 2e-6, np.dtype("float64"): 1e-13}
-ATOL = {np.dtype("float32"): 1e-6, np.dtype("float64"): 1e-14}
-
-
-def check(op, got, want):
-    assert got.shape == want.shape and got.dtype == want.dtype, (got.dtype, want.dtype)
-    if op in EXACT or got.dtype.kind in "iu":
-        np.testing.assert_array_equal(got, want)
-    else:
-        np.testing.assert_allclose(got, want, rtol=RTOL[got.dtype], atol=ATOL[got.dtype],
-                                   equal_nan=True)
-
-
-def device_view(cuda, x, steps):
-    """A device view with the same element layout as ``x[steps]`` (slicing on the device)."""
-    return cuda.to_device(x)[steps]
-
 
 @pytest.mark.parametrize("op", sorted(UNARY_REF))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -6,7 +6,8 @@ import sys
 import textwrap
 
 OPTIONAL = ("hypothesis", "matplotlib", "onnx", "onnxruntime", "torch", "cupy", "mpmath",
-            "pytest", "dask", "distributed", "networkx", "ml_dtypes", "onnxscript")
+            "pytest", "dask", "distributed", "networkx", "ml_dtypes", "onnxscript", "numba_cuda",
+            "cuda")
 
 BLOCKER = textwrap.dedent(f"""
     import importlib.abc, sys
