@@ -16,7 +16,7 @@ from ..abi.fused_table import F_T0, F_T1
 from ..abi.step_program import (K_CONST_L, K_CONST_R, K_SIDE_L, K_SIDE_R, K_UNARY, P_ATTR,
                                 P_CODE, P_KIND, P_SIDE)
 from .scalars import switches
-from .tiles import outer_offset, resolve
+from .tiles import operand_strides, outer_offset, resolve
 
 
 def make_fused(nbtype, integer):
@@ -28,10 +28,8 @@ def make_fused(nbtype, integer):
         e = cuda.blockIdx.x
         r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], fctl[F_T0])
         c0, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], fctl[F_T1])
-        osm = common[C_OPS + OP_SM]
-        osn = common[C_OPS + OP_SN]
-        xsm = common[C_OPS + OP_BLOCK + OP_SM]
-        xsn = common[C_OPS + OP_BLOCK + OP_SN]
+        osm, osn = operand_strides(common, 0)
+        xsm, xsn = operand_strides(common, 1)
         nsteps = prog.shape[0]
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x

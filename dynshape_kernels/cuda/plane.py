@@ -10,10 +10,10 @@ are then coalesced along the input's rows and writes along the output's columns.
 """
 from numba import cuda
 
-from ..abi.common_area import (C_NOUTER, C_OPS, OP_BLOCK, OP_SM, OP_SN)
+from ..abi.common_area import C_NOUTER
 from ..abi.cuda_tiles import CUDA_ELEMENTWISE_TILES
 from .scalars import switches
-from .tiles import decode_entry, outer_offset
+from .tiles import decode_entry, operand_strides, outer_offset
 
 N_SLOTS = len(CUDA_ELEMENTWISE_TILES)
 #: the slot of the square tile (shared-memory transpose)
@@ -36,10 +36,8 @@ def make_unary(nbtype, integer):
     def unary(x, o, common, entries, a0, a1):
         e = cuda.blockIdx.x
         code, slot, r0, v0, c0, v1, t0, t1 = decode_entry(entries, e, common, t0s, t1s)
-        osm = common[C_OPS + OP_SM]
-        osn = common[C_OPS + OP_SN]
-        xsm = common[C_OPS + OP_BLOCK + OP_SM]
-        xsn = common[C_OPS + OP_BLOCK + OP_SN]
+        osm, osn = operand_strides(common, 0)
+        xsm, xsn = operand_strides(common, 1)
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
         tile = cuda.shared.array((SQ, SQ1), nbtype)
@@ -80,12 +78,9 @@ def make_binary(nbtype, integer):
     def binary(a, b, o, common, entries):
         e = cuda.blockIdx.x
         code, slot, r0, v0, c0, v1, t0, t1 = decode_entry(entries, e, common, t0s, t1s)
-        osm = common[C_OPS + OP_SM]
-        osn = common[C_OPS + OP_SN]
-        asm = common[C_OPS + OP_BLOCK + OP_SM]
-        asn = common[C_OPS + OP_BLOCK + OP_SN]
-        bsm = common[C_OPS + 2 * OP_BLOCK + OP_SM]
-        bsn = common[C_OPS + 2 * OP_BLOCK + OP_SN]
+        osm, osn = operand_strides(common, 0)
+        asm, asn = operand_strides(common, 1)
+        bsm, bsn = operand_strides(common, 2)
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
         j = cuda.blockIdx.y

@@ -11,12 +11,12 @@ import math
 
 from numba import cuda
 
-from ..abi.common_area import (C_NOUTER, C_OPS, OP_BLOCK, OP_SM, OP_SN)
+from ..abi.common_area import C_NOUTER
 from ..abi.cuda_tiles import CUDA_POOL_TILES
 from ..abi.pool_table import (E_IH0, E_IW0, P_CIP, P_DH, P_DW, P_H, P_KH, P_KW, P_PB, P_PR,
                               P_SH, P_SW, P_W, POOL_BLOCK_START)
 from ..abi.vocabulary import MAX_POOL
-from .tiles import decode_entry, outer_offset
+from .tiles import decode_entry, operand_strides, outer_offset
 
 N_SLOTS = len(CUDA_POOL_TILES)
 T0S = tuple(t[0] for t in CUDA_POOL_TILES)
@@ -44,10 +44,8 @@ def make_pool(nbtype, integer):
         pb = common[_P + P_PB]
         pr = common[_P + P_PR]
         cip = common[_P + P_CIP] != 0
-        osm = common[C_OPS + OP_SM]
-        osn = common[C_OPS + OP_SN]
-        xsh = common[C_OPS + OP_BLOCK + OP_SM]
-        xsw = common[C_OPS + OP_BLOCK + OP_SN]
+        osm, osn = operand_strides(common, 0)
+        xsh, xsw = operand_strides(common, 1)
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
         j = cuda.blockIdx.y

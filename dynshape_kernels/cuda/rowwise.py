@@ -13,11 +13,10 @@ import math
 
 from numba import cuda, float64
 
-from ..abi.common_area import (C_NOUTER, C_OPS, MAX_RED, OP_BLOCK, OP_SM, OP_SN, R_COUNT, R_ND,
-                               R_SHAPE, R_STR)
+from ..abi.common_area import C_NOUTER, C_OPS, MAX_RED, OP_BLOCK, R_COUNT, R_ND, R_SHAPE, R_STR
 from ..abi.cuda_tiles import CUDA_ROWWISE_TILES, CUDA_THREADS
 from ..abi.vocabulary import LAYER_NORM, LOG_SOFTMAX, RMS_NORM, SOFTMAX
-from .tiles import decode_entry, outer_offset
+from .tiles import decode_entry, operand_strides, outer_offset
 
 N_SLOTS = len(CUDA_ROWWISE_TILES)
 T0S = tuple(t[0] for t in CUDA_ROWWISE_TILES)
@@ -63,10 +62,8 @@ def make_rowwise(nbtype, integer):
         e = cuda.blockIdx.x
         code, slot, r0, v0, c0, v1, t0, t1 = decode_entry(entries, e, common, t0s, t1s)
         count = common[_RB + R_COUNT]
-        osm = common[C_OPS + OP_SM]
-        osn = common[C_OPS + OP_SN]
-        xsm = common[C_OPS + OP_BLOCK + OP_SM]
-        xsn = common[C_OPS + OP_BLOCK + OP_SN]
+        osm, osn = operand_strides(common, 0)
+        xsm, xsn = operand_strides(common, 1)
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
         g = nt // (t0 * t1)

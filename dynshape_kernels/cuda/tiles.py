@@ -4,7 +4,7 @@ from numba import cuda
 
 from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NDOUTER, C_OPBASE, C_OPS, C_OSHAPE,
                                E_ANCH0, E_ANCH1, E_KID, E_OFF0, E_OFF1, OP_BLOCK, OP_OFF,
-                               OP_OSTR)
+                               OP_OSTR, OP_SM, OP_SN)
 from ..abi.tail_mode import ANCHOR_END
 
 
@@ -48,3 +48,10 @@ def decode_entry(entries, e, common, t0s, t1s):
     r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
     c0, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
     return code, slot, r0, v0, c0, v1, t0, t1
+
+
+@cuda.jit(device=True, inline=True)
+def operand_strides(common, op):
+    """(row stride, column stride) of operand ``op`` on the inner plane, in elements."""
+    base = C_OPS + op * OP_BLOCK
+    return common[base + OP_SM], common[base + OP_SN]
