@@ -22,18 +22,29 @@ class DeviceLayout:
     kind: str               # "cupy", "numba", "simulator" or "interface"
 
 
+_SIM = []
+
+
 def simulating():
     """Whether Numba's CUDA simulator stands in for the device (NUMBA_ENABLE_CUDASIM=1 when
-    ``numba.cuda`` was first imported)."""
-    from numba.cuda.core import config
-    return bool(config.ENABLE_CUDASIM)
+    ``numba.cuda`` was first imported; fixed for the process from then on)."""
+    if not _SIM:
+        from numba.cuda.core import config
+        _SIM.append(bool(config.ENABLE_CUDASIM))
+    return _SIM[0]
+
+
+_FAKE = []
 
 
 def _fake_type():
-    if not simulating():
-        return ()
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-    return (FakeCUDAArray,)
+    if not _FAKE:
+        if simulating():
+            from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+            _FAKE.append((FakeCUDAArray,))
+        else:
+            _FAKE.append(())
+    return _FAKE[0]
 
 
 def is_device_array(x):
