@@ -48,6 +48,8 @@ def main(argv=None):
                              "C-contiguous arrays, e.g. 1,0 or 0,2,1")
     ex.add_argument("--optimized", action="store_true",
                     help="the optimized combination (default: the simplified one)")
+    ex.add_argument("--target", default=None, help="the target whose table to show: cpu "
+                    "(default) or cuda (the CUDA tile sets and GPU cost model; no GPU needed)")
     ex.add_argument("--limit", type=int, default=20, help="entries to print (default 20)")
     ex.add_argument("--png", nargs="?", const="", metavar="FILE",
                     help="also save a picture of the tiles on your tensor (default file: "
@@ -145,7 +147,7 @@ def _dispatch(args, dynshape):
         dynshape.set_policy("optimized" if args.optimized else "simplified")
         try:
             t = dynshape.explain(args.op, *_inputs(args), dtype=args.dtype,
-                                 **dict(args.attr))
+                                 target=args.target, **dict(args.attr))
         except dynshape.DynshapeError as exc:
             print(f"dynshape: {exc}", file=sys.stderr)
             return 2

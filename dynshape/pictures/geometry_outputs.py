@@ -62,7 +62,11 @@ def matmul_family(table, call):
         cats.append(cat)
         if b == 0:
             pieces.append(Piece(int(i), cat, m0, n0, vm, vn))
-    kcs = sorted({cfg[int(s)][4] for s in e[run, 0]})
+    if table.target == "cpu":
+        kcs = sorted({cfg[int(s)][4] for s in e[run, 0]})
+    else:                       # device kernels stage K in fixed blocks (planning.gpu_matmul)
+        from dynshape.planning.gpu_matmul import BK
+        kcs = [BK]
     blocks = ", ".join(f"{-(-K // kc)} blocks of {kc}" + (f" (last {K - (K // kc) * kc})"
                                                           if K % kc else "") for kc in kcs)
     shape = batch + (M, N)

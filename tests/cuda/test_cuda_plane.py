@@ -181,3 +181,14 @@ def test_warm_loads_every_cuda_kernel_before_first_use(cuda):
     n = len(target.DRIVERS.loaded())
     dynshape.run("exp", cuda.to_device(np.ones(7)))       # already loaded: nothing new
     assert len(target.DRIVERS.loaded()) == n
+
+
+def test_command_line_explains_cuda_tables_without_a_device():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "dynshape", "explain", "matmul", "512x64",
+                        "64x300", "--target", "cuda", "--optimized"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "on cuda" in r.stdout and "one block each" in r.stdout
+    assert "in 4 blocks of 16" in r.stdout
