@@ -113,3 +113,25 @@ def test_elementwise_chains_become_one_fused_sequence():
         x = np.random.default_rng(n).standard_normal((n, 16)).astype(np.float32)
         np.testing.assert_allclose(m.run(None, {"x": x})[0], sess.run(None, {"x": x})[0],
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_shape_arithmetic_memo_stays_bounded_and_right(exported, monkeypatch):
+    """The plan keeps the shape steps' results of at most MAX_SHAPES input shapes (oldest
+    dropped first); a dropped shape is computed again, right."""
+    from dynshape.graph import plan as plan_mod
+    monkeypatch.setattr(plan_mod, "MAX_SHAPES", 4)
+    data = exported["mlp"]
+    m = dynshape.load_onnx(data)
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    name = next(iter(SHAPES["mlp"][0]))
+    feat = SHAPES["mlp"][0][name][-1]
+    rng = np.random.default_rng(0)
+    feeds = [{name: rng.standard_normal((b, feat)).astype(np.float32)} for b in range(1, 8)]
+    for f in feeds:
+        m.run(None, f)
+        assert len(m.plan._per_shape) <= 4
+    assert list(m.plan._per_shape) == [((b, feat),) for b in range(4, 8)]   # the newest 4
+    for f in feeds[:2]:                         # dropped long ago: recomputed
+        np.testing.assert_allclose(m.run(None, f)[0], sess.run(None, f)[0], rtol=1e-4,
+                                   atol=1e-5)
+    assert len(m.plan._per_shape) <= 4
