@@ -4,7 +4,9 @@ Op codes are part of the catalog (kernel id = family base + op index * slots + s
 step programs: append, never renumber. This table is the one place an elementwise op is
 declared: the op specs, the fusion steps, the ``activation=`` epilogues and the kernels' op
 switches are all generated from it. Adding a unary op is one row here plus its scalar
-function in ``dynshape_kernels.cpu.scalar_ops.UNARY_SCALARS``.
+expression for each target (``dynshape_kernels.cpu.scalar_ops.UNARY_SCALARS`` and
+``dynshape_kernels.cuda.scalars.UNARY_EXPR``): every switch is generated from those
+(``abi.switch_source``).
 """
 from dataclasses import dataclass
 
@@ -57,6 +59,9 @@ FLOAT_ONLY_UNARY = frozenset(u.name for u in UNARY if u.float_only)
 #: binary kernel ops in op-code order (NumPy broadcasting and promotion)
 BINARY_OPS = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
 ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM = range(len(BINARY_OPS))
+#: binary ops integer kernels never run (the op specs and fusion programs promote or refuse
+#: them: true division of integers gives float64)
+FLOAT_ONLY_BINARY = frozenset({"div"})
 
 REDUCE_OPS = ("sum", "mean", "max", "min", "argmax", "argmin")
 SUM, MEAN, MAX, MIN, ARGMAX, ARGMIN = range(len(REDUCE_OPS))

@@ -22,7 +22,8 @@ otherwise one call per channel of ``vh`` rows of ``vw``.
 """
 from numba import njit
 
-from .steps import MAX_SIDES, apply_steps, map_inplace
+from .steps import MAX_SIDES, apply_steps
+from .switches import map_inplace
 from .gemm_ukernel import load_at, store_at
 from .scalar_ops import IDENTITY
 

@@ -14,11 +14,7 @@ from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NDOUTER, C_NOUTER, C_OPBASE
                            OP_OFF, OP_OSTR, OP_SM, OP_SN)
 from ..abi.tail_mode import ANCHOR_END, DISCARD, VARIABLE_PARTIAL
 from ..abi.tiles import ELEMENTWISE_TILES
-from . import mathfuncs
-from .scalar_ops import (ABS, ADD, CLIP, DIV, EXP, GELU, GELU_TANH, IDENTITY, LEAKY_RELU, LOG,
-                         MAXIMUM, MINIMUM, MUL, NEG, RECIPROCAL, RELU, SIGMOID, SQRT, SUB, TANH,
-                         binary_scalar, float_unary, int_pow, relu, vmax, vmin)
-from .steps import map_inplace
+from .switches import map_contig, map_inplace, zip_contig, zip_scalar_a, zip_scalar_b
 from .tile_copy import gather_tile, scatter_tile
 from .tiles import make_tile_geometry
 
@@ -58,63 +54,11 @@ def outer_offset(common, op, oi):
 
 
 @njit(cache=True)
-def _map_contig(code, xv, ov, n, a0, a1):
-    # the switch is outside the element loops, so each loop vectorizes; the transcendental
-    # functions are called directly (they are force-inlined into the loop body)
-    if code == RELU:
-        for i in range(n):
-            ov[i] = relu(xv[i])
-    elif code == ABS:
-        for i in range(n):
-            ov[i] = abs(xv[i])
-    elif code == NEG:
-        for i in range(n):
-            ov[i] = -xv[i]
-    elif code == IDENTITY:
-        for i in range(n):
-            ov[i] = xv[i]
-    elif code == LEAKY_RELU:
-        for i in range(n):
-            v = xv[i]
-            ov[i] = v if v >= 0 else v * a0
-    elif code == CLIP:
-        for i in range(n):
-            ov[i] = vmin(vmax(xv[i], a0), a1)
-    elif code == EXP:
-        for i in range(n):
-            ov[i] = mathfuncs.exp(xv[i])
-    elif code == LOG:
-        for i in range(n):
-            ov[i] = mathfuncs.log(xv[i])
-    elif code == SQRT:
-        for i in range(n):
-            ov[i] = float_unary(SQRT, xv[i])
-    elif code == RECIPROCAL:
-        for i in range(n):
-            ov[i] = float_unary(RECIPROCAL, xv[i])
-    elif code == SIGMOID:
-        for i in range(n):
-            ov[i] = mathfuncs.sigmoid(xv[i])
-    elif code == TANH:
-        for i in range(n):
-            ov[i] = mathfuncs.tanh(xv[i])
-    elif code == GELU:
-        for i in range(n):
-            ov[i] = mathfuncs.gelu_erf(xv[i])
-    elif code == GELU_TANH:
-        for i in range(n):
-            ov[i] = mathfuncs.gelu_tanh(xv[i])
-    else:
-        for i in range(n):
-            ov[i] = mathfuncs.silu(xv[i])
-
-
-@njit(cache=True)
 def _unary_row(code, x, xb, xs, o, ob, os, n, a0, a1, scratch):
     """One row. Strided rows are gathered into ``scratch`` in chunks, mapped by the same
     vectorized loops as contiguous rows, and scattered back."""
     if xs == 1 and os == 1:
-        _map_contig(code, x[xb:xb + n], o[ob:ob + n], n, a0, a1)
+        map_contig(code, x[xb:xb + n], o[ob:ob + n], n, a0, a1)
         return
     k = 0
     while k < n:
@@ -196,76 +140,13 @@ def unary_driver(x, o, common, entries, attrs):
 
 
 @njit(cache=True)
-def _zip_contig(code, av, bv, ov, n):
-    if code == ADD:
-        for i in range(n):
-            ov[i] = av[i] + bv[i]
-    elif code == SUB:
-        for i in range(n):
-            ov[i] = av[i] - bv[i]
-    elif code == MUL:
-        for i in range(n):
-            ov[i] = av[i] * bv[i]
-    elif code == DIV:
-        for i in range(n):
-            ov[i] = av[i] / bv[i]
-    elif code == MAXIMUM:
-        for i in range(n):
-            ov[i] = vmax(av[i], bv[i])
-    elif code == MINIMUM:
-        for i in range(n):
-            ov[i] = vmin(av[i], bv[i])
-    else:
-        for i in range(n):
-            ov[i] = int_pow(av[i], bv[i])
-
-
-@njit(cache=True)
-def _zip_scalar_b(code, av, b, ov, n):
-    if code == ADD:
-        for i in range(n):
-            ov[i] = av[i] + b
-    elif code == SUB:
-        for i in range(n):
-            ov[i] = av[i] - b
-    elif code == MUL:
-        for i in range(n):
-            ov[i] = av[i] * b
-    elif code == DIV:
-        for i in range(n):
-            ov[i] = av[i] / b
-    else:
-        for i in range(n):
-            ov[i] = binary_scalar(code, av[i], b)
-
-
-@njit(cache=True)
-def _zip_scalar_a(code, a, bv, ov, n):
-    if code == ADD:
-        for i in range(n):
-            ov[i] = a + bv[i]
-    elif code == SUB:
-        for i in range(n):
-            ov[i] = a - bv[i]
-    elif code == MUL:
-        for i in range(n):
-            ov[i] = a * bv[i]
-    elif code == DIV:
-        for i in range(n):
-            ov[i] = a / bv[i]
-    else:
-        for i in range(n):
-            ov[i] = binary_scalar(code, a, bv[i])
-
-
-@njit(cache=True)
 def _binary_row(code, a, ab, asn, b, bb, bsn, o, ob, osn, n, sa, sb):
     if osn == 1 and asn == 1 and bsn == 1:
-        _zip_contig(code, a[ab:ab + n], b[bb:bb + n], o[ob:ob + n], n)
+        zip_contig(code, a[ab:ab + n], b[bb:bb + n], o[ob:ob + n], n)
     elif osn == 1 and asn == 1 and bsn == 0:
-        _zip_scalar_b(code, a[ab:ab + n], b[bb], o[ob:ob + n], n)
+        zip_scalar_b(code, a[ab:ab + n], b[bb], o[ob:ob + n], n)
     elif osn == 1 and asn == 0 and bsn == 1:
-        _zip_scalar_a(code, a[ab], b[bb:bb + n], o[ob:ob + n], n)
+        zip_scalar_a(code, a[ab], b[bb:bb + n], o[ob:ob + n], n)
     else:
         # strided: gather chunks into sa/sb, run the vectorized loop, scatter
         k = 0
@@ -274,7 +155,7 @@ def _binary_row(code, a, ab, asn, b, bb, bsn, o, ob, osn, n, sa, sb):
             for i in range(c):
                 sa[i] = a[ab + (k + i) * asn]
                 sb[i] = b[bb + (k + i) * bsn]
-            _zip_contig(code, sa, sb, sa, c)
+            zip_contig(code, sa, sb, sa, c)
             for i in range(c):
                 o[ob + (k + i) * osn] = sa[i]
             k += c
@@ -289,7 +170,7 @@ def _binary_scratch(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, osn, v0,
     sb = np.ones(t0 * t1, dtype=o.dtype) if full else np.empty(t0 * t1, dtype=o.dtype)
     gather_tile(a, ab, asm, asn, v0, v1, sa, t1)
     gather_tile(b, bb, bsm, bsn, v0, v1, sb, t1)
-    _zip_contig(code, sa, sb, sa, t0 * t1 if full else (v0 - 1) * t1 + v1)
+    zip_contig(code, sa, sb, sa, t0 * t1 if full else (v0 - 1) * t1 + v1)
     scatter_tile(o, ob, osm, osn, v0, v1, sa, t1)
 
 

@@ -31,8 +31,8 @@ from numba import njit, prange, types
 
 from ..abi.common_area import (C_M, C_N, C_NOUTER, C_OPS, E_ANCH0, E_ANCH1, E_OFF0, E_OFF1,
                            OP_BLOCK, OP_SM, OP_SN)
-from .elementwise import (SERIAL_ELEMENTS, _map_contig, _zip_contig, _zip_scalar_a,
-                          _zip_scalar_b, outer_offset, resolve)
+from .elementwise import SERIAL_ELEMENTS, outer_offset, resolve
+from .switches import map_contig, zip_contig, zip_scalar_a, zip_scalar_b
 from .tile_copy import gather_tile, scatter_tile
 from ..abi.vocabulary import MAX, MEAN, SUM
 from .fused_tail import _partials, _reduce_block, _row_op, _store_sum, _sum_zero
@@ -75,11 +75,11 @@ def _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1, 
             xv = x[xb + i * xsm:xb + i * xsm + v1]
             ov = o[ob + i * osm:ob + i * osm + v1]
             if kind == K_UNARY:
-                _map_contig(code, xv, ov, v1, a0, a1)
+                map_contig(code, xv, ov, v1, a0, a1)
             elif kind == K_CONST_R:
-                _zip_scalar_b(code, xv, a0, ov, v1)
+                zip_scalar_b(code, xv, a0, ov, v1)
             else:
-                _zip_scalar_a(code, a0, xv, ov, v1)
+                zip_scalar_a(code, a0, xv, ov, v1)
         return True
     si = prog[0, P_SIDE]
     rs = sgeo[si, G_ROW]
@@ -94,13 +94,13 @@ def _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1, 
         sb = sb0 + i * rs
         if cs == 1:
             if kind == K_SIDE_R:
-                _zip_contig(code, xv, side[sb:sb + v1], ov, v1)
+                zip_contig(code, xv, side[sb:sb + v1], ov, v1)
             else:
-                _zip_contig(code, side[sb:sb + v1], xv, ov, v1)
+                zip_contig(code, side[sb:sb + v1], xv, ov, v1)
         elif kind == K_SIDE_R:
-            _zip_scalar_b(code, xv, side[sb], ov, v1)
+            zip_scalar_b(code, xv, side[sb], ov, v1)
         else:
-            _zip_scalar_a(code, side[sb], xv, ov, v1)
+            zip_scalar_a(code, side[sb], xv, ov, v1)
     return True
 
 

@@ -41,7 +41,8 @@ from numba.extending import overload
 from ..abi.step_program import MAX_SIDES
 from ..abi.tiles import (MATMUL_DOT_SLOT, MATMUL_NSLOTS, MATMUL_SLOTS_F32, MATMUL_SLOTS_F64,
                          matmul_slots)
-from .steps import apply_steps, map_inplace
+from .steps import apply_steps
+from .switches import map_inplace
 from .gemm_pack import _aligned_empty, _kc_block, _pack_bt, _pack_rows, pack_a, pack_b  # noqa: F401
 from .gemm_ukernel import make_ukernel, make_dot_ukernel, load_at, store_at
 

@@ -1,19 +1,51 @@
-"""Scalar definitions of the elementwise ops, with NumPy's special-value semantics.
+"""The elementwise ops on the CPU, each written once as a scalar expression, with NumPy's
+special-value semantics.
 
-Op codes are part of the catalog (kernel id = family base + op index * slots + slot):
-never renumber them, only append.
+``UNARY_SCALARS`` and ``BINARY_SCALARS`` hold one expression per op of the vocabulary
+(``abi.vocabulary``), of the element ``v`` and the attributes ``a0``, ``a1`` (unary) or of
+``a`` and ``b`` (binary), in the names of this module (``mathfuncs`` for the transcendental
+functions). Every CPU op switch, scalar or vectorized loop, is generated from them
+(``cpu.switches``). Op codes are part of the catalog (kernel id = family base + op index *
+slots + slot): never renumber them, only append.
 """
-import math
-
 from numba import njit, types
 from numba.extending import overload
-
-from . import mathfuncs
 
 from ..abi.vocabulary import (ABS, ADD, BINARY_OPS, CLIP, DIV, EXP,  # noqa: F401
                               FLOAT_ONLY_UNARY, GELU, GELU_TANH, IDENTITY, LEAKY_RELU, LOG,
                               MAXIMUM, MINIMUM, MUL, NEG, POW, RECIPROCAL, RELU, SIGMOID,
                               SILU, SQRT, SUB, TANH, UNARY_OPS)
+
+#: unary op -> expression of ``v`` (the element) and ``a0``, ``a1`` (its attributes)
+UNARY_SCALARS = {
+    "relu": "relu(v)",
+    "abs": "abs(v)",
+    "neg": "-v",
+    "exp": "mathfuncs.exp(v)",
+    "log": "mathfuncs.log(v)",
+    # NaN below 0 as (v - v) / (v - v): 0/0 in v's own type under NumPy's error model
+    "sqrt": "math.sqrt(v) if v >= 0 else (v - v) / (v - v)",
+    "reciprocal": "1 / v",
+    "sigmoid": "mathfuncs.sigmoid(v)",
+    "tanh": "mathfuncs.tanh(v)",
+    "gelu": "mathfuncs.gelu_erf(v)",
+    "gelu_tanh": "mathfuncs.gelu_tanh(v)",
+    "silu": "mathfuncs.silu(v)",
+    "leaky_relu": "v if v >= 0 else v * a0",
+    "clip": "vmin(vmax(v, a0), a1)",
+    "copy": "v",
+}
+
+#: binary op -> expression of ``a`` and ``b``
+BINARY_SCALARS = {
+    "add": "a + b",
+    "sub": "a - b",
+    "mul": "a * b",
+    "div": "a / b",
+    "pow": "int_pow(a, b)",
+    "maximum": "vmax(a, b)",
+    "minimum": "vmin(a, b)",
+}
 
 
 def cast_like(arr, v):
@@ -42,39 +74,6 @@ def _zero_of(v):
     return impl
 
 
-def float_unary(code, v):
-    """Transcendental unary ops; the identity for integer types (never dispatched there)."""
-
-
-@overload(float_unary)
-def _float_unary(code, v):
-    if not isinstance(v, types.Float):
-        def impl_int(code, v):
-            return v
-        return impl_int
-
-    def impl(code, v):
-        if code == EXP:
-            return mathfuncs.exp(v)
-        elif code == LOG:
-            return mathfuncs.log(v)
-        elif code == SQRT:
-            return math.sqrt(v) if v >= 0 else (v - v) / (v - v)
-        elif code == RECIPROCAL:
-            return 1 / v
-        elif code == SIGMOID:
-            return mathfuncs.sigmoid(v)
-        elif code == TANH:
-            return mathfuncs.tanh(v)
-        elif code == GELU:
-            return mathfuncs.gelu_erf(v)
-        elif code == GELU_TANH:
-            return mathfuncs.gelu_tanh(v)
-        else:
-            return mathfuncs.silu(v)
-    return impl
-
-
 @njit(cache=True)
 def relu(v):
     # np.maximum(v, 0): NaN propagates, -0.0 stays -0.0
@@ -90,24 +89,6 @@ def vmax(a, b):
 @njit(cache=True)
 def vmin(a, b):
     return a if (a <= b or a != a) else b
-
-
-@njit(cache=True)
-def unary_scalar(code, v, a0, a1):
-    """One element of unary op ``code``; ``a0``/``a1`` are its attributes in v's type."""
-    if code == RELU:
-        return relu(v)
-    elif code == ABS:
-        return abs(v)
-    elif code == NEG:
-        return -v
-    elif code == LEAKY_RELU:
-        return v if v >= 0 else v * a0
-    elif code == CLIP:
-        return vmin(vmax(v, a0), a1)
-    elif code == IDENTITY:
-        return v
-    return float_unary(code, v)
 
 
 def int_pow(a, b):
@@ -134,18 +115,3 @@ def _int_pow(a, b):
     return impl
 
 
-@njit(cache=True)
-def binary_scalar(code, a, b):
-    if code == ADD:
-        return a + b
-    elif code == SUB:
-        return a - b
-    elif code == MUL:
-        return a * b
-    elif code == DIV:
-        return a / b
-    elif code == POW:
-        return int_pow(a, b)
-    elif code == MAXIMUM:
-        return vmax(a, b)
-    return vmin(a, b)

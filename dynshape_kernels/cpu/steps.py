@@ -22,16 +22,13 @@ in elements (any sign; 0 = broadcast along that axis).
 :func:`apply_steps` is the one interpreter of step programs: the fused-sequence driver
 (kernels/cpu/fused.py) runs it on every tile, and the GEMM / conv drivers call it as their
 epilogue on the accumulator tile before it is stored. Per step it switches on the op code once
-per tile row, then runs a branch-free vectorized loop over the row (in-place loops over one
-array: see ``map_inplace``).
+per tile row, then runs a branch-free vectorized loop over the row (the in-place loops of
+``cpu.switches``, generated from the op vocabulary).
 """
 import numpy as np
 from numba import njit
 
-from . import mathfuncs
-from .scalar_ops import (ABS, ADD, CLIP, DIV, EXP, GELU, GELU_TANH, IDENTITY, LEAKY_RELU, LOG,
-                         MAXIMUM, MINIMUM, MUL, NEG, RECIPROCAL, RELU, SIGMOID, SQRT, SUB, TANH,
-                         binary_scalar, float_unary, int_pow, relu, vmax, vmin)
+from .switches import map_inplace, zip_left, zip_left_scalar, zip_right, zip_right_scalar
 
 from ..abi.step_program import (G_COL, G_OFF, G_OUTER, G_ROW, K_CONST_L,  # noqa: F401
                                 K_CONST_R, K_SIDE_L, K_SIDE_R, K_UNARY, MAX_SIDES, P_ATTR,
@@ -39,165 +36,6 @@ from ..abi.step_program import (G_COL, G_OFF, G_OUTER, G_ROW, K_CONST_L,  # noqa
 
 # strided side inputs are gathered into a scratch row of at most this many elements
 GATHER_CHUNK = 1024
-
-
-# ---- in-place loops ---------------------------------------------------------------------------
-# The loops of kernels/cpu/elementwise.py read one array and write another; called with the
-# same array twice, LLVM's run-time alias check sees the overlap and takes its scalar loop
-# (measured 12x slower for exp, 5x for relu). These read and write ONE array, so they
-# vectorize; the op switch stays outside the element loop.
-@njit(cache=True, error_model="numpy")
-def map_inplace(code, v, n, a0, a1):
-    """v[:n] = unary[code](v[:n]; a0, a1)."""
-    if code == RELU:
-        for i in range(n):
-            v[i] = relu(v[i])
-    elif code == ABS:
-        for i in range(n):
-            v[i] = abs(v[i])
-    elif code == NEG:
-        for i in range(n):
-            v[i] = -v[i]
-    elif code == IDENTITY:
-        return
-    elif code == LEAKY_RELU:
-        for i in range(n):
-            w = v[i]
-            v[i] = w if w >= 0 else w * a0
-    elif code == CLIP:
-        for i in range(n):
-            v[i] = vmin(vmax(v[i], a0), a1)
-    elif code == EXP:
-        for i in range(n):
-            v[i] = mathfuncs.exp(v[i])
-    elif code == LOG:
-        for i in range(n):
-            v[i] = mathfuncs.log(v[i])
-    elif code == SQRT:
-        for i in range(n):
-            v[i] = float_unary(SQRT, v[i])
-    elif code == RECIPROCAL:
-        for i in range(n):
-            v[i] = float_unary(RECIPROCAL, v[i])
-    elif code == SIGMOID:
-        for i in range(n):
-            v[i] = mathfuncs.sigmoid(v[i])
-    elif code == TANH:
-        for i in range(n):
-            v[i] = mathfuncs.tanh(v[i])
-    elif code == GELU:
-        for i in range(n):
-            v[i] = mathfuncs.gelu_erf(v[i])
-    elif code == GELU_TANH:
-        for i in range(n):
-            v[i] = mathfuncs.gelu_tanh(v[i])
-    else:
-        for i in range(n):
-            v[i] = mathfuncs.silu(v[i])
-
-
-@njit(cache=True, error_model="numpy")
-def zip_right(code, v, b, n):
-    """v[:n] = binary[code](v[:n], b[:n]) (``b`` must not overlap ``v``)."""
-    if code == ADD:
-        for i in range(n):
-            v[i] = v[i] + b[i]
-    elif code == SUB:
-        for i in range(n):
-            v[i] = v[i] - b[i]
-    elif code == MUL:
-        for i in range(n):
-            v[i] = v[i] * b[i]
-    elif code == DIV:
-        for i in range(n):
-            v[i] = v[i] / b[i]
-    elif code == MAXIMUM:
-        for i in range(n):
-            v[i] = vmax(v[i], b[i])
-    elif code == MINIMUM:
-        for i in range(n):
-            v[i] = vmin(v[i], b[i])
-    else:
-        for i in range(n):
-            v[i] = int_pow(v[i], b[i])
-
-
-@njit(cache=True, error_model="numpy")
-def zip_left(code, a, v, n):
-    """v[:n] = binary[code](a[:n], v[:n]) (``a`` must not overlap ``v``)."""
-    if code == ADD:
-        for i in range(n):
-            v[i] = a[i] + v[i]
-    elif code == SUB:
-        for i in range(n):
-            v[i] = a[i] - v[i]
-    elif code == MUL:
-        for i in range(n):
-            v[i] = a[i] * v[i]
-    elif code == DIV:
-        for i in range(n):
-            v[i] = a[i] / v[i]
-    elif code == MAXIMUM:
-        for i in range(n):
-            v[i] = vmax(a[i], v[i])
-    elif code == MINIMUM:
-        for i in range(n):
-            v[i] = vmin(a[i], v[i])
-    else:
-        for i in range(n):
-            v[i] = int_pow(a[i], v[i])
-
-
-@njit(cache=True, error_model="numpy")
-def zip_right_scalar(code, v, b, n):
-    """v[:n] = binary[code](v[:n], b) for a scalar b."""
-    if code == ADD:
-        for i in range(n):
-            v[i] = v[i] + b
-    elif code == SUB:
-        for i in range(n):
-            v[i] = v[i] - b
-    elif code == MUL:
-        for i in range(n):
-            v[i] = v[i] * b
-    elif code == DIV:
-        for i in range(n):
-            v[i] = v[i] / b
-    elif code == MAXIMUM:
-        for i in range(n):
-            v[i] = vmax(v[i], b)
-    elif code == MINIMUM:
-        for i in range(n):
-            v[i] = vmin(v[i], b)
-    else:
-        for i in range(n):
-            v[i] = binary_scalar(code, v[i], b)
-
-
-@njit(cache=True, error_model="numpy")
-def zip_left_scalar(code, a, v, n):
-    """v[:n] = binary[code](a, v[:n]) for a scalar a."""
-    if code == ADD:
-        for i in range(n):
-            v[i] = a + v[i]
-    elif code == SUB:
-        for i in range(n):
-            v[i] = a - v[i]
-    elif code == MUL:
-        for i in range(n):
-            v[i] = a * v[i]
-    elif code == DIV:
-        for i in range(n):
-            v[i] = a / v[i]
-    elif code == MAXIMUM:
-        for i in range(n):
-            v[i] = vmax(a, v[i])
-    elif code == MINIMUM:
-        for i in range(n):
-            v[i] = vmin(a, v[i])
-    else:
-        for i in range(n):
-            v[i] = binary_scalar(code, a, v[i])
 
 
 @njit(cache=True, error_model="numpy")

@@ -1,7 +1,7 @@
 """The elementwise ops as CUDA device functions, generated from the op vocabulary.
 
 Each op of ``abi.vocabulary`` has one scalar expression here (``UNARY_EXPR``,
-``BINARY_EXPR``); :func:`unary_switch` and :func:`binary_switch` generate the op-code switch
+``BINARY_EXPR``); :func:`switches` generates the op-code switches
 a kernel calls, one per kind of dtype (integer kernels leave out the float-only ops, which
 the op specs never send them). Adding a unary op is one vocabulary row plus one expression.
 The expressions keep NumPy's special values (NaN propagates through relu/maximum/minimum,
@@ -9,7 +9,7 @@ exp overflows to inf) on the device and under the CUDA simulator alike.
 """
 import math  # noqa: F401  (used by the generated source)
 
-from ..abi.vocabulary import BINARY_OPS, UNARY, UNARY_OPS
+from ..abi.switch_source import binary_cases, switch_source, unary_cases
 
 #: unary op -> expression of ``v`` (the element) and ``a0``, ``a1`` (its attributes)
 UNARY_EXPR = {
@@ -82,43 +82,17 @@ def _pow(a, b):
 '''
 
 
-def _source(name, args, cases):
-    lines = [f"def {name}({args}):"]
-    for i, (code, expr) in enumerate(cases):
-        kw = "if" if i == 0 else "elif"
-        lines.append(f"    {kw} code == {code}:")
-        lines.append(f"        return {expr}")
-    lines.append(f"    return {cases[-1][1]}")
-    return "\n".join(lines) + "\n"
-
-
-def unary_cases(integer):
-    """(op code, expression) of every unary op a kernel of that kind of dtype runs."""
-    missing = [u for u in UNARY_OPS if u not in UNARY_EXPR]
-    if missing:
-        raise KeyError(f"unary ops without a CUDA expression: {missing}")
-    return [(UNARY_OPS.index(u.name), UNARY_EXPR[u.name]) for u in UNARY
-            if not (integer and u.float_only)]
-
-
-#: binary ops integer kernels never run (the op specs and fusion programs promote or refuse
-#: them: true division of integers gives float64)
-FLOAT_ONLY_BINARY = ("div",)
-
-
-def binary_cases(integer=False):
-    missing = [b for b in BINARY_OPS if b not in BINARY_EXPR]
-    if missing:
-        raise KeyError(f"binary ops without a CUDA expression: {missing}")
-    return [(BINARY_OPS.index(b), BINARY_EXPR[b]) for b in BINARY_OPS
-            if not (integer and b in FLOAT_ONLY_BINARY)]
+def _returns(expr):
+    return [f"return {expr}"]
 
 
 def generated_source(integer):
     """The Python source of the switches for one kind of dtype (also shown by tests)."""
     helpers = _HELPERS + (_INT_HELPERS if integer else "")
-    return (helpers + "\n\n" + _source("unary_op", "code, v, a0, a1", unary_cases(integer))
-            + "\n\n" + _source("binary_op", "code, a, b", binary_cases(integer)))
+    unary = unary_cases(UNARY_EXPR, integer, "CUDA")
+    binary = binary_cases(BINARY_EXPR, integer, "CUDA")
+    return (helpers + "\n\n" + switch_source("unary_op", "code, v, a0, a1", unary, _returns)
+            + "\n\n" + switch_source("binary_op", "code, a, b", binary, _returns))
 
 
 _built = {}

@@ -49,3 +49,103 @@ def test_every_binary_op_runs_and_fuses(op):
     x = (rng.standard_normal((17, 33)) + 3).astype(np.float32)
     y = (rng.standard_normal(33) + 2).astype(np.float32)
     np.testing.assert_array_equal(dynshape.fuse([(op, "y")])(x, y=y), dynshape.run(op, x, y))
+
+
+# ---- the kernels' op switches are generated from the vocabulary ------------------------------
+def _branches(source, name):
+    """Op codes of the branches of generated function ``name`` (the else is the last op)."""
+    import re
+    body = source.split(f"def {name}(")[1].split("\ndef ")[0]
+    return [int(c) for c in re.findall(r"code == (\d+):", body)], "    else:" in body
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_every_cpu_and_cuda_switch_has_one_branch_per_op(integer):
+    from dynshape_kernels.abi.vocabulary import FLOAT_ONLY_BINARY
+    from dynshape_kernels.cpu import switches
+    from dynshape_kernels.cuda import scalars
+    unary = [i for i, u in enumerate(UNARY) if not (integer and u.float_only)]
+    binary = [i for i, b in enumerate(BINARY_OPS) if not (integer and b in FLOAT_ONLY_BINARY)]
+    cpu = switches.generated_source(integer)
+    cuda = scalars.generated_source(integer)
+    for source, names in ((cpu, switches.UNARY_SWITCHES), (cuda, ["unary_op"])):
+        for name in names:
+            codes, has_else = _branches(source, name)
+            assert has_else and codes == unary[:-1], name
+    for source, names in ((cpu, switches.BINARY_SWITCHES), (cuda, ["binary_op"])):
+        for name in names:
+            codes, has_else = _branches(source, name)
+            assert has_else and codes == binary[:-1], name
+
+
+def test_an_op_without_a_scalar_expression_is_refused_by_name():
+    from dynshape_kernels.abi.switch_source import binary_cases, unary_cases
+    from dynshape_kernels.cpu.scalar_ops import BINARY_SCALARS, UNARY_SCALARS
+    partial = {k: v for k, v in UNARY_SCALARS.items() if k != "gelu"}
+    with pytest.raises(KeyError, match="unary ops without a CPU scalar expression.*gelu"):
+        unary_cases(partial, False, "CPU")
+    partial = {k: v for k, v in BINARY_SCALARS.items() if k != "pow"}
+    with pytest.raises(KeyError, match="binary ops without a CPU scalar expression.*pow"):
+        binary_cases(partial, True, "CPU")
+
+
+def test_generated_switches_compute_every_op_like_the_scalar_expression():
+    """Each generated loop runs the op its code names (checked against the scalar switch on
+    the same values, in float32 and int64)."""
+    from numba import njit
+    from dynshape_kernels.cpu import switches
+
+    @njit
+    def loops(code, x, y, o1, o2, o3, a0, a1):
+        n = x.size
+        switches.map_contig(code, x, o1, n, a0, a1)
+        o2[:] = x
+        switches.map_inplace(code, o2, n, a0, a1)
+        for i in range(n):
+            o3[i] = switches.unary_scalar(code, x[i], a0, a1)
+
+    @njit
+    def zips(code, x, y, out):
+        n = x.size
+        switches.zip_contig(code, x, y, out[0], n)
+        switches.zip_scalar_b(code, x, y[0], out[1], n)
+        switches.zip_scalar_a(code, x[0], y, out[2], n)
+        out[3][:] = x
+        switches.zip_right(code, out[3], y, n)
+        out[4][:] = y
+        switches.zip_left(code, x, out[4], n)
+        out[5][:] = x
+        switches.zip_right_scalar(code, out[5], y[0], n)
+        out[6][:] = y
+        switches.zip_left_scalar(code, x[0], out[6], n)
+        for i in range(n):
+            out[7][i] = switches.binary_scalar(code, x[i], y[i])
+            out[8][i] = switches.binary_scalar(code, x[i], y[0])
+            out[9][i] = switches.binary_scalar(code, x[0], y[i])
+
+    rng = np.random.default_rng(3)
+    for dt in (np.float32, np.int64):
+        x = (rng.standard_normal(19) * 3).astype(dt)
+        y = (np.abs(rng.standard_normal(19)) * 3 + 1).astype(dt)
+        for code, u in enumerate(UNARY):
+            if np.dtype(dt).kind == "i" and u.float_only:
+                continue
+            o1, o2, o3 = (np.empty_like(x) for _ in range(3))
+            loops(code, x, y, o1, o2, o3, dt(-1), dt(2))
+            np.testing.assert_array_equal(o1, o3, err_msg=u.name)
+            np.testing.assert_array_equal(o2, o3, err_msg=u.name)
+        for code, b in enumerate(BINARY_OPS):
+            if np.dtype(dt).kind == "i" and b == "div":
+                continue
+            out = np.empty((10, x.size), dt)
+            zips(code, x, y, out)
+            for k in (0, 3, 4):
+                np.testing.assert_array_equal(out[k], out[7], err_msg=b)
+            for k in (1, 5):
+                np.testing.assert_array_equal(out[k], out[8], err_msg=b)
+            for k in (2, 6):
+                np.testing.assert_array_equal(out[k], out[9], err_msg=b)
+            ref = {"add": x + y, "sub": x - y, "mul": x * y, "maximum": np.maximum(x, y),
+                   "minimum": np.minimum(x, y)}.get(b)
+            if ref is not None:
+                np.testing.assert_array_equal(out[7], ref.astype(dt), err_msg=b)
