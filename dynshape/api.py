@@ -119,12 +119,7 @@ def _placeholder(shape, dtype):
         raise ArgumentError(f"a shape must be a tuple of integers, got {shape!r}") from None
     if any(s < 0 for s in shape):
         raise ArgumentError(f"negative dimension in shape {shape}")
-    try:
-        np.dtype(dtype)
-    except TypeError:
-        raise DtypeError(f"unknown dtype {dtype!r}; accepted: a NumPy dtype name such as "
-                         f"float32, float64, int32, int64 (see: dynshape ops)") from None
-    return ops.placeholder(shape, dtype)
+    return ops.placeholder(shape, ops.as_dtype(dtype))
 
 
 # ---- the ops, the table cache and its policies ----------------------------------------------

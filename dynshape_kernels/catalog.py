@@ -156,12 +156,13 @@ def _build():
     from .abi.tiles import (CONV_TILES, ELEMENTWISE_TILES, MATMUL_SLOTS_F32 as SLOTS_F32,
                             MATMUL_SLOTS_F64 as SLOTS_F64, POOL_TILES, REDUCE_TILES,
                             ROWWISE_TILES)
+    from .abi.storage import HALF_DTYPES
     from .abi.vocabulary import (BINARY_OPS, CONV_OPS, POOL_OPS, REDUCE_OPS, ROWWISE_OPS,
                                  UNARY_OPS)
     families = [
-        FamilySpec("unary", UNARY_OPS, ("float32", "float64", "int32", "int64"),
+        FamilySpec("unary", UNARY_OPS, ("float32", "float64", "int32", "int64") + HALF_DTYPES,
                    ELEMENTWISE_TILES),
-        FamilySpec("binary", BINARY_OPS, ("float32", "float64", "int32", "int64"),
+        FamilySpec("binary", BINARY_OPS, ("float32", "float64", "int32", "int64") + HALF_DTYPES,
                    ELEMENTWISE_TILES),
         FamilySpec("copy", ("copy",), ("uint8", "uint16", "uint32", "uint64"),
                    ELEMENTWISE_TILES, op_base=UNARY_OPS.index("copy")),

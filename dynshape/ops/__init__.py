@@ -185,13 +185,45 @@ def as_array(x, what):
         raise DtypeError(f"{what}: cannot be read as an array ({exc})") from None
 
 
-_NAMES = {np.dtype(d): d for d in ("float32", "float64", "int32", "int64")}
+_NAMES = {np.dtype(d): d for d in ("float32", "float64", "int32", "int64", "float16")}
+
+
+def dtype_name(dtype):
+    """The name of a dtype the kernels may know (a dict lookup: ``dtype.name`` is slow),
+    bfloat16 (``ml_dtypes``) included, or None."""
+    name = _NAMES.get(dtype)
+    if name is None and isinstance(dtype, np.dtype) and dtype.name == "bfloat16":
+        _NAMES[dtype] = name = "bfloat16"
+    return name
+
+
+def is_float(dtype):
+    """Floating point, the half-precision storage formats included (bfloat16's NumPy kind
+    is "V")."""
+    return dtype.kind == "f" or dtype_name(dtype) == "bfloat16"
+
+
+def as_dtype(dtype):
+    """``np.dtype(dtype)``, where the name "bfloat16" imports ml_dtypes (on demand only)."""
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise DtypeError("bfloat16 needs the ml_dtypes package (pip install ml_dtypes)") \
+                from None
+        return np.dtype(ml_dtypes.bfloat16)
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise DtypeError(f"unknown dtype {dtype!r}; accepted: a NumPy dtype name such as "
+                         f"float32, float64, int32, int64, float16, bfloat16 (see: dynshape "
+                         f"ops)") from None
 
 
 def check_dtype(op, dtype, accepted):
-    """The dtype's name if it is in ``accepted`` (a dict lookup: ``dtype.name`` is slow);
-    otherwise a DtypeError listing what is accepted."""
-    name = _NAMES.get(dtype)
+    """The dtype's name if it is in ``accepted``; otherwise a DtypeError listing what is
+    accepted."""
+    name = _NAMES.get(dtype) or dtype_name(dtype)
     if name not in accepted:
         raise DtypeError(f"{op}: dtype {dtype} is not supported; accepted: {', '.join(accepted)}")
     return name

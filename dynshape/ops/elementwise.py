@@ -5,17 +5,19 @@ converted first), ``div`` on integers gives float64, mixed binary dtypes promote
 ``np.result_type`` (Python scalars are weak, NEP 50).
 """
 import numpy as np
+from dynshape_kernels.abi.storage import HALF_DTYPES
 from dynshape_kernels.abi.vocabulary import BINARY_OPS, FLOAT_ONLY_UNARY, UNARY
 
 from dynshape.errors import (ArgumentError, DeviceError, DomainError, DtypeError, OpAttributeError,
                              ShapeError)
 from dynshape.runtime.layout import same_view
 from dynshape.ops import (Launch, OpSpec, as_array, check_dtype, check_out, device_active,
-                          is_planning, new_output)
+                          dtype_name, is_float, is_planning, new_output)
 from dynshape.ops.attributes import number as _number
 
-DTYPES = ("float32", "float64", "int32", "int64")
-FLOAT_DTYPES = ("float32", "float64")
+DTYPES = ("float32", "float64", "int32", "int64") + HALF_DTYPES
+FLOAT_DTYPES = ("float32", "float64") + HALF_DTYPES
+_F32 = np.dtype(np.float32)
 
 
 def _arity(op, inputs, n):
@@ -56,7 +58,14 @@ class UnarySpec(OpSpec):
         super().__init__(name)
         self.attrs = attrs or {}
         self.accepted = accepted
-        self._no_attrs = {np.dtype(d): self._readonly(np.zeros(2, dtype=d)) for d in DTYPES}
+        self._no_attrs = {}
+
+    def no_attrs(self, dtype):
+        """The (unused) attribute array of a call without attributes, as the driver reads it."""
+        a = self._no_attrs.get(dtype)
+        if a is None:
+            a = self._no_attrs[dtype] = self._readonly(np.zeros(2, dtype=_attr_dtype(dtype)))
+        return a
 
     @staticmethod
     def _readonly(a):
@@ -74,7 +83,9 @@ class UnarySpec(OpSpec):
         return self.name
 
     def op_attrs(self, attrs, dtype):
-        """The op's two attribute values in the operand dtype, as the driver reads them."""
+        """The op's two attribute values in the operand dtype (float32 for a half-precision
+        operand), as the driver reads them."""
+        dtype = _attr_dtype(dtype)
         if self.name == "leaky_relu":
             return np.array([_number(self.name, "alpha", attrs["alpha"]), 0], dtype=dtype)
         if self.name == "clip":
@@ -95,7 +106,7 @@ class UnarySpec(OpSpec):
                                            f"{dtype} input needs")
                 bounds.append(min(max(int(v), int(info.min)), int(info.max)))
             return np.array(bounds, dtype=dtype)
-        return self._no_attrs[dtype]
+        return self.no_attrs(dtype)
 
     def prepare(self, inputs, out, attrs):
         _arity(self.name, inputs, 1)
@@ -108,12 +119,12 @@ class UnarySpec(OpSpec):
             op = self.kernel_op(attrs)
         else:
             op = self.name
-        if op in FLOAT_ONLY_UNARY and x.dtype.kind != "f":
+        if op in FLOAT_ONLY_UNARY and not is_float(x.dtype):
             x = x.astype(np.float64)
             name = "float64"
         out = _output(self.name, out, x.shape, x.dtype)
         x, alias = _unalias(out, x)
-        op_attrs = self.op_attrs(attrs, x.dtype) if self.attrs else self._no_attrs[x.dtype]
+        op_attrs = self.op_attrs(attrs, x.dtype) if self.attrs else self.no_attrs(x.dtype)
         return Launch(self.family, op, name, out, [x], out, op_attrs, not alias)
 
 
@@ -156,7 +167,7 @@ class BinarySpec(OpSpec):
         raw = [v if isinstance(v, (int, float)) and not isinstance(v, bool)
                else as_array(v, f"{self.name} input {i}") for i, v in enumerate(inputs)]
         try:
-            res = np.result_type(*raw)
+            res = result_type(raw)
         except TypeError as exc:
             raise DtypeError(f"{self.name}: cannot combine the input dtypes ({exc})") from None
         if self.name == "div" and res.kind in "iub":
@@ -186,6 +197,28 @@ class BinarySpec(OpSpec):
                       not (alias_a or alias_b),
                       extra={"reads_data": True} if self.name == "pow" and res.kind == "i"
                       else None)
+
+
+def _attr_dtype(dtype):
+    return _F32 if dtype_name(dtype) in HALF_DTYPES else dtype
+
+
+def result_type(operands):
+    """NumPy's ``result_type`` of arrays and Python scalars (weak), extended to the
+    half-precision storage formats as NumPy treats float16: a format with itself (and Python
+    scalars) stays; float16 with bfloat16 gives float32; with float32 or float64 the wider
+    float; with int32 or int64 float64."""
+    dts = [v.dtype for v in operands if not isinstance(v, (int, float))]
+    names = {dtype_name(d) for d in dts}
+    if not names & set(HALF_DTYPES):
+        return np.result_type(*operands)
+    if len(names) == 1:
+        return dts[0]
+    others = [d for d in dts if dtype_name(d) not in HALF_DTYPES]
+    if not others:
+        return _F32
+    r = np.result_type(*others)
+    return np.dtype(np.float64) if r.kind in "iub" else np.result_type(r, _F32)
 
 
 def _unary_spec(u):

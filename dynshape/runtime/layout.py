@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from dynshape_kernels.abi.common_area import MAX_OUTER, MAX_RANK
+from dynshape_kernels.abi.storage import CARRIERS
 
 from dynshape.errors import ShapeError
 
@@ -90,11 +91,30 @@ def plane_of_coalesced(cshape, cstr):
                  tuple(tuple(cs) for cs in cstr), rank)
 
 
+_CARRIERS = {}        # dtype -> the kernels' carrier dtype of a storage format, or None
+
+
+def kernel_dtype(dt):
+    """The dtype kernels see for arrays of ``dt``: the integer carrier of a half-precision
+    storage format (``abi.storage``), else None (the dtype itself)."""
+    try:
+        return _CARRIERS[dt]
+    except KeyError:
+        c = CARRIERS.get(dt.name) if dt.itemsize == 2 else None
+        _CARRIERS[dt] = np.dtype(c) if c else None
+        return _CARRIERS[dt]
+
+
 def flat_view(a):
     """(1-D buffer over a's memory span, element offset of a[0, ..., 0]) without copying.
+    A half-precision array is seen through its carrier (``kernel_dtype``).
 
     ``a`` must be non-empty with strides that are multiples of its item size.
     """
+    if a.dtype.itemsize == 2:
+        c = kernel_dtype(a.dtype)
+        if c is not None:
+            a = a.view(c)
     if a.flags.c_contiguous:
         return a.reshape(-1), 0
     st = element_strides(a)
@@ -109,7 +129,7 @@ def flat_view(a):
 
 def readonly_flat(a):
     """The flat buffer of ``flat_view`` as a read-only view (``a`` itself is unchanged)."""
-    v = a.reshape(-1) if a.flags.c_contiguous else flat_view(a)[0]
+    v = flat_view(a)[0]
     v.flags.writeable = False
     return v
 

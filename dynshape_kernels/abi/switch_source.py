@@ -29,14 +29,15 @@ def binary_cases(exprs, integer, target):
             if not (integer and b in FLOAT_ONLY_BINARY)]
 
 
-def switch_source(name, params, cases, body):
-    """Source of ``def name(params)`` switching on ``code`` over ``cases``.
+def switch_source(name, params, cases, body, preamble=()):
+    """Source of ``def name(params)`` switching on ``code`` over ``cases`` (after the lines
+    ``preamble``).
 
     ``body(expr)`` gives the lines (unindented) that compute one op whose scalar
     expression is ``expr``; the last case is the ``else`` (an op code a kernel is never sent
     runs the last op), so every path returns or assigns.
     """
-    lines = [f"def {name}({params}):"]
+    lines = [f"def {name}({params}):", *("    " + ln for ln in preamble)]
     for i, (code, expr) in enumerate(cases[:-1]):
         lines.append(f"    {'if' if i == 0 else 'elif'} code == {code}:")
         lines.extend("        " + ln for ln in body(expr))

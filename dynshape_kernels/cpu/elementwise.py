@@ -12,6 +12,7 @@ from numba import njit, prange, types
 from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NDOUTER, C_NOUTER, C_OPBASE, C_OPS, C_OSHAPE,
                            E_ANCH0, E_ANCH1, E_KID, E_MODE0, E_MODE1, E_OFF0, E_OFF1, OP_BLOCK,
                            OP_OFF, OP_OSTR, OP_SM, OP_SN)
+from ..abi.storage import carrier, compute
 from ..abi.tail_mode import ANCHOR_END, DISCARD, VARIABLE_PARTIAL
 from ..abi.tiles import ELEMENTWISE_TILES
 from .switches import map_contig, map_inplace, zip_contig, zip_scalar_a, zip_scalar_b
@@ -234,11 +235,11 @@ def binary_driver(a, b, o, common, entries):
 
 
 def _ro(dtype):
-    return types.Array(getattr(types, dtype), 1, "C", readonly=True)
+    return types.Array(getattr(types, carrier(dtype)), 1, "C", readonly=True)
 
 
 def _rw(dtype):
-    return types.Array(getattr(types, dtype), 1, "C")
+    return types.Array(getattr(types, carrier(dtype)), 1, "C")
 
 
 _I64_1D = types.Array(types.int64, 1, "C", readonly=True)
@@ -246,8 +247,9 @@ _I64_2D = types.Array(types.int64, 2, "C", readonly=True)
 
 
 def unary_signature(dtype):
-    """(x, out, common, entries, attrs) of the unary (and copy) driver."""
-    return (_ro(dtype), _rw(dtype), _I64_1D, _I64_2D, _ro(dtype))
+    """(x, out, common, entries, attrs) of the unary (and copy) driver; the data arrays of a
+    half-precision dtype are its carrier, its attributes float32 (``abi.storage``)."""
+    return (_ro(dtype), _rw(dtype), _I64_1D, _I64_2D, _ro(compute(dtype)))
 
 
 def binary_signature(dtype):

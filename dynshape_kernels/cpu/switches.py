@@ -8,92 +8,112 @@ in-place loops read and write ONE array: called with the same array twice, the t
 loops would take LLVM's scalar fallback after its run-time alias check (measured 12x slower
 for exp, 5x for relu).
 
-Each switch is generated twice, for floating and for integer element types (the integer one
-leaves out the float-only ops, which the op specs never send to integer kernels), and
-selected by the element type at compile time. All run under NumPy's error model (x/0 gives
-inf or nan). ``generated_source(integer)`` shows the generated code.
+Each switch is generated once per kind of element type (``KINDS``): floating, integer (which
+leaves out the float-only ops, which the op specs never send to integer kernels), and the
+half-precision storage formats, whose loads convert to float32 and whose stores round back
+(``cpu.half``). The kind is selected by the element type at compile time. All run under
+NumPy's error model (x/0 gives inf or nan). ``generated_source(kind)`` shows the code.
 """
 import math
+import re
 
 from numba import types
 from numba.extending import overload
 
 from . import mathfuncs
+from .half import narrow16, narrowbf, widen16, widenbf
 from .scalar_ops import BINARY_SCALARS, UNARY_SCALARS, int_pow, relu, vmax, vmin
 from ..abi.switch_source import binary_cases, switch_source, unary_cases
 
-#: unary switches: name -> (parameters, load of the element ``v``, store of the result);
-#: no load: ``v`` is a parameter and the switch returns the result
+#: unary switches: name -> (parameters, the element ``v``: an array's load or a parameter,
+#: the store of the result: an array element, or None to return it)
 UNARY_SWITCHES = {
-    "unary_scalar": ("code, v, a0, a1", None, None),
+    "unary_scalar": ("code, v, a0, a1", "v", None),
     "map_contig": ("code, xv, ov, n, a0, a1", "xv[i]", "ov[i]"),
     "map_inplace": ("code, buf, n, a0, a1", "buf[i]", "buf[i]"),
 }
 
-#: binary switches: name -> (parameters, load of ``a``, load of ``b``, store); a missing
-#: load names a scalar parameter; no store: the switch returns the result
+#: binary switches: name -> (parameters, ``a``, ``b``, store), as for the unary ones
 BINARY_SWITCHES = {
-    "binary_scalar": ("code, a, b", None, None, None),
+    "binary_scalar": ("code, a, b", "a", "b", None),
     "zip_contig": ("code, av, bv, ov, n", "av[i]", "bv[i]", "ov[i]"),
-    "zip_scalar_b": ("code, av, b, ov, n", "av[i]", None, "ov[i]"),
-    "zip_scalar_a": ("code, a, bv, ov, n", None, "bv[i]", "ov[i]"),
+    "zip_scalar_b": ("code, av, b, ov, n", "av[i]", "b", "ov[i]"),
+    "zip_scalar_a": ("code, a, bv, ov, n", "a", "bv[i]", "ov[i]"),
     "zip_right": ("code, buf, bv, n", "buf[i]", "bv[i]", "buf[i]"),
     "zip_left": ("code, av, buf, n", "av[i]", "buf[i]", "buf[i]"),
-    "zip_right_scalar": ("code, buf, b, n", "buf[i]", None, "buf[i]"),
-    "zip_left_scalar": ("code, a, buf, n", None, "buf[i]", "buf[i]"),
+    "zip_right_scalar": ("code, buf, b, n", "buf[i]", "b", "buf[i]"),
+    "zip_left_scalar": ("code, a, buf, n", "a", "buf[i]", "buf[i]"),
 }
 
+#: kinds of element type -> (load conversion, store conversion): the half-precision
+#: storage formats compute in float32 (``abi.storage``, ``cpu.half``)
+KINDS = {"float": ("", ""), "integer": ("", ""), "float16": ("widen16", "narrow16"),
+         "bfloat16": ("widenbf", "narrowbf")}
 
-def _unary_body(load, store):
+_OPERAND = re.compile(r"\b(v|a|b)\b")
+
+
+def _parts(kind, names, sources, store):
+    """(preamble, loop loads, store format) of a switch whose operands ``names`` come from
+    ``sources``; expressions use the operands as ``v_``, ``a_``, ``b_``."""
+    load, narrow = KINDS[kind]
+    preamble = [f"{n}_ = {load}({src})" for n, src in zip(names, sources) if "[" not in src]
+    loads = [f"    {n}_ = {load}({src})" for n, src in zip(names, sources) if "[" in src]
+    put = f"{store} = {narrow}({{}})" if store else f"return {narrow}({{}})"
+    return preamble, loads, put
+
+
+def _body(loads, put, inplace_identity):
     def body(expr):
-        if store is None:
-            return [f"return {expr}"]
-        if expr == "v" and load == store:
+        if inplace_identity and expr == "v":
             return ["return"]                       # the identity in place: nothing to do
-        return ["for i in range(n):", f"    v = {load}", f"    {store} = {expr}"]
+        e = _OPERAND.sub(r"\1_", expr)
+        if not loads:
+            return [put.format(e)]
+        return ["for i in range(n):", *loads, "    " + put.format(e)]
     return body
 
 
-def _binary_body(load_a, load_b, store):
-    def body(expr):
-        if store is None:
-            return [f"return {expr}"]
-        loads = [f"    {name} = {ld}" for name, ld in (("a", load_a), ("b", load_b)) if ld]
-        return ["for i in range(n):", *loads, f"    {store} = {expr}"]
-    return body
-
-
-def generated_source(integer):
-    """The Python source of every CPU switch for one kind of element type."""
+def generated_source(kind):
+    """The Python source of every CPU switch for one kind of element type (``KINDS``)."""
+    integer = kind == "integer"
     unary = unary_cases(UNARY_SCALARS, integer, "CPU")
     binary = binary_cases(BINARY_SCALARS, integer, "CPU")
-    parts = [switch_source(name, params, unary, _unary_body(load, store))
-             for name, (params, load, store) in UNARY_SWITCHES.items()]
-    parts += [switch_source(name, params, binary, _binary_body(la, lb, store))
-              for name, (params, la, lb, store) in BINARY_SWITCHES.items()]
+    parts = []
+    for name, (params, src, store) in UNARY_SWITCHES.items():
+        pre, loads, put = _parts(kind, "v", [src], store)
+        parts.append(switch_source(name, params, unary, _body(loads, put, src == store), pre))
+    for name, (params, sa, sb, store) in BINARY_SWITCHES.items():
+        pre, loads, put = _parts(kind, "ab", [sa, sb], store)
+        parts.append(switch_source(name, params, binary, _body(loads, put, False), pre))
     return "\n\n".join(parts)
 
 
-def _compile_switches(integer):
+def _compile_switches(kind):
     ns = {"math": math, "mathfuncs": mathfuncs, "int_pow": int_pow, "relu": relu,
-          "vmax": vmax, "vmin": vmin}
-    kind = "integer" if integer else "float"
-    exec(compile(generated_source(integer), f"<dynshape cpu switches ({kind})>", "exec"), ns)
+          "vmax": vmax, "vmin": vmin, "widen16": widen16, "narrow16": narrow16,
+          "widenbf": widenbf, "narrowbf": narrowbf}
+    exec(compile(generated_source(kind), f"<dynshape cpu switches ({kind})>", "exec"), ns)
     return ns
 
 
-_IMPLS = {False: _compile_switches(False), True: _compile_switches(True)}
+_IMPLS = {kind: _compile_switches(kind) for kind in KINDS}
 
 
-def _is_integer(t):
-    """Whether the element type of a switch's first operand (array or scalar) is integer."""
-    return isinstance(t.dtype if isinstance(t, types.Array) else t, types.Integer)
+def kind_of(t):
+    """The kind of element type (``KINDS``) of a switch's first operand, array or scalar."""
+    t = t.dtype if isinstance(t, types.Array) else t
+    if t == types.uint16:
+        return "float16"
+    if t == types.int16:
+        return "bfloat16"
+    return "integer" if isinstance(t, types.Integer) else "float"
 
 
 def _declare(name, params):
     """The public stub ``name`` and its overload, which picks the generated implementation
     for the first operand's element type."""
-    ns = {"_pick": lambda t: _IMPLS[_is_integer(t)][name]}
+    ns = {"_pick": lambda t: _IMPLS[kind_of(t)][name]}
     first = params.split(", ")[1]
     exec(f"def {name}({params}):\n    '''Generated op switch (see the module).'''\n\n"
          f"def typer({params}):\n    return _pick({first})\n", ns)

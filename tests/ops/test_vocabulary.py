@@ -59,14 +59,16 @@ def _branches(source, name):
     return [int(c) for c in re.findall(r"code == (\d+):", body)], "    else:" in body
 
 
-@pytest.mark.parametrize("integer", [False, True])
-def test_every_cpu_and_cuda_switch_has_one_branch_per_op(integer):
+@pytest.mark.parametrize("kind", ["float", "integer", "float16", "bfloat16"])
+def test_every_cpu_and_cuda_switch_has_one_branch_per_op(kind):
     from dynshape_kernels.abi.vocabulary import FLOAT_ONLY_BINARY
     from dynshape_kernels.cpu import switches
     from dynshape_kernels.cuda import scalars
+    assert set(switches.KINDS) == {"float", "integer", "float16", "bfloat16"}
+    integer = kind == "integer"
     unary = [i for i, u in enumerate(UNARY) if not (integer and u.float_only)]
     binary = [i for i, b in enumerate(BINARY_OPS) if not (integer and b in FLOAT_ONLY_BINARY)]
-    cpu = switches.generated_source(integer)
+    cpu = switches.generated_source(kind)
     cuda = scalars.generated_source(integer)
     for source, names in ((cpu, switches.UNARY_SWITCHES), (cuda, ["unary_op"])):
         for name in names:

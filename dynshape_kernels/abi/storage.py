@@ -1,0 +1,31 @@
+"""Storage formats: the half-precision dtypes and how kernels hold them (no Numba import).
+
+float16 (IEEE binary16, NumPy's) and bfloat16 (``ml_dtypes.bfloat16``, the top half of a
+float32) are *storage* formats: a kernel loads an element, converts it to float32 in
+registers, computes in float32, and rounds the result to the storage format (round to
+nearest even) when it stores it. Numba has no CPU type for either, so kernels see their
+bits through an integer *carrier* of the same size, and the carrier tells the kernel which
+format it holds: ``uint16`` carries float16, ``int16`` carries bfloat16 (the library has no
+int16 or uint16 arithmetic of its own, so the carriers are unambiguous). Op attributes of a
+half-precision call (leaky_relu's alpha, clip's bounds) are given in float32.
+
+Promotion follows NumPy's ``result_type`` (with ml_dtypes registered): float16 with
+float16 stays float16, bfloat16 with float32 gives float32, float16 with bfloat16 gives
+float32, a Python scalar is weak (it takes the array's format).
+"""
+
+#: storage format -> integer carrier the kernels see
+CARRIERS = {"float16": "uint16", "bfloat16": "int16"}
+#: storage format -> the dtype a kernel computes (and reads attributes) in
+COMPUTE = {"float16": "float32", "bfloat16": "float32"}
+HALF_DTYPES = tuple(CARRIERS)
+
+
+def carrier(dtype_name):
+    """The carrier of a storage format, or the dtype itself for the other dtypes."""
+    return CARRIERS.get(dtype_name, dtype_name)
+
+
+def compute(dtype_name):
+    """The dtype a kernel of ``dtype_name`` computes in."""
+    return COMPUTE.get(dtype_name, dtype_name)
