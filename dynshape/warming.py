@@ -42,12 +42,13 @@ def plan(families=None, dtypes=None):
             raise SettingError(f"unknown kernel family {fam!r}; known: {', '.join(known)}")
         for dt in (dtypes or known[fam]):
             try:
-                np_dt = np.dtype(dt)
+                np_dt = np.dtype(dt) if dt != "bfloat16" else np.dtype(np.uint16)
+                name = dt if dt == "bfloat16" else np_dt.name
             except TypeError:
                 raise SettingError(f"unknown dtype {dt!r}; accepted: "
                                    f"{', '.join(sorted(set(sum(known.values(), ()))))}") from None
             # copies move bytes: one driver per item size
-            name = f"uint{8 * np_dt.itemsize}" if fam == "copy" else np_dt.name
+            name = f"uint{8 * np_dt.itemsize}" if fam == "copy" else name
             if name in known[fam] and (fam, name) not in pairs:
                 pairs.append((fam, name))
     if dtypes and not pairs:

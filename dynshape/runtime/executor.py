@@ -12,7 +12,9 @@ compilation happens once the target's drivers are loaded (invariant 2).
 """
 import numpy as np
 
-from dynshape.errors import SettingError
+from dynshape_kernels.catalog import catalog_for
+
+from dynshape.errors import DtypeError, SettingError
 from dynshape.planning import cost_model
 from dynshape.runtime import config
 from dynshape.runtime.layout import element_strides
@@ -87,6 +89,7 @@ class Executor:
         if table is None:
             if element_strides(launch.out) is None:
                 return via_temporary_out(launch, self.run)
+            self.check_target_dtype(launch, target.name)
             geo = self.geometry(launch)
             key = self.key(launch, geo, target.name)
             table = self.lookup(launch, geo, key)
@@ -104,8 +107,17 @@ class Executor:
         if launch.out.size == 0:
             return None
         self.operands(launch, explain=True)
+        self.check_target_dtype(launch, launch.target)
         geo = self.geometry(launch)
         return self.lookup(launch, geo, self.key(launch, geo, get_target(launch.target).name))
+
+    def check_target_dtype(self, launch, target):
+        """A DtypeError when the target's catalog has the family but not the dtype (half
+        precision runs on the CPU only, for example)."""
+        fam = catalog_for(target).families.get(self.family or launch.family)
+        if fam is not None and launch.dtype not in fam.dtypes:
+            raise DtypeError(f"{launch.op}: dtype {launch.dtype} is not supported on the "
+                             f"{target} target; accepted there: {', '.join(fam.dtypes)}")
 
     def lookup(self, launch, geo, key):
         """The table of ``key``: cached, saved on disk or built, per the policy in force."""

@@ -192,3 +192,12 @@ def test_command_line_explains_cuda_tables_without_a_device():
     assert r.returncode == 0, r.stderr
     assert "on cuda" in r.stdout and "one block each" in r.stdout
     assert "in 4 blocks of 16" in r.stdout
+
+
+@pytest.mark.parametrize("op", ["relu", "add"])
+def test_half_precision_is_refused_on_the_device_by_name(cuda, op):
+    """float16/bfloat16 kernels exist on the CPU only so far: a device call says so."""
+    x = cuda.to_device(np.ones((4, 5), np.float16))
+    with pytest.raises(DtypeError, match=f"{op}: dtype float16 is not supported on the cuda "
+                                         f"target; accepted there: float32"):
+        dynshape.run(op, *([x] * (2 if op == "add" else 1)))
