@@ -5,8 +5,7 @@ bfloat16) into float32; ``narrow16`` / ``narrowbf`` round a float32 or float64 v
 format, to nearest even, and give its carrier. float16 uses LLVM's ``fpext``/``fptrunc`` on
 ``half`` (F16C instructions on x86, vectorized: LLVM would call its runtime library,
 which is not linked, for a conversion the CPU lacks); bfloat16 is the top half of a float32, so
-widening is a shift and narrowing adds the rounding bias (NaN stays a quiet NaN of its
-sign). All are exact where the format can be exact and vectorize in the op loops.
+widening is a shift and narrowing adds the rounding bias (NaN stays a quiet NaN). All are exact where the format can be exact and vectorize in the op loops.
 """
 import numpy as np
 from llvmlite import ir
@@ -63,15 +62,17 @@ def narrow16(f):
 @njit(inline="always")
 def widenbf(h):
     """bfloat16 bits (int16) -> float32."""
-    return _bits_to_f32(np.uint32(np.uint16(h)) << np.uint32(16))
+    return _bits_to_f32(np.uint32(np.int32(h) << np.int32(16)))
 
 
 @njit(inline="always")
 def narrowbf(f):
     """float32 (or float64, through float32) -> bfloat16 bits (int16), rounded to nearest
-    even; NaN gives a quiet NaN of the same sign."""
+    even; NaN gives the quiet NaN (its sign is not kept). The NaN is replaced in the float
+    domain, where the select vectorizes (an integer test of the bits kept the loop scalar:
+    2.2x slower, measured)."""
     g = np.float32(f)
-    b = _f32_to_bits(g)
-    hi = b >> np.uint32(16)
-    r = (b + np.uint32(0x7FFF) + (hi & np.uint32(1))) >> np.uint32(16)
-    return np.int16(np.uint16(r if g == g else hi | np.uint32(0x40)))
+    g = g if g == g else np.float32(np.nan)
+    b = np.int32(_f32_to_bits(g))
+    return np.int16((b + np.int32(0x7FFF) + ((b >> np.int32(16)) & np.int32(1)))
+                    >> np.int32(16))

@@ -1,0 +1,93 @@
+"""Half precision: bfloat16 and float16 elementwise ops against the same ops in float32 and
+against PyTorch's bfloat16/float16 on the CPU.
+
+    python -m bench.bench_half [--quick] [--json PATH] [--no-torch]
+
+Large elementwise cases (relu, add, gelu, exp) on (3000, 10000) arrays, every side writing
+into a preallocated output (``out=``); the results are checked against float32 NumPy
+rounded to the format before they are timed. The goal (issue: half precision): elementwise
+in bfloat16 at >= 1.8x the float32 rate in elements per second (half the bytes), and ahead
+of PyTorch's bfloat16. Rates count elements of the output per second.
+"""
+import os
+import sys
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.harness import environment  # noqa: E402
+
+if __name__ == "__main__":
+    environment.prepare(bind=environment.wants_bind())
+
+import ml_dtypes  # noqa: E402
+import numpy as np  # noqa: E402
+
+import dynshape  # noqa: E402
+from bench.harness import session  # noqa: E402
+from bench.harness.timing import fmt_time  # noqa: E402
+
+SHAPE = (3000, 10000)
+QUICK_SHAPE = (300, 1000)
+OPS = (("relu", 1), ("add", 2), ("exp", 1), ("gelu", 1))
+FORMATS = (("bfloat16", np.dtype(ml_dtypes.bfloat16), "bfloat16"),
+           ("float16", np.dtype(np.float16), "float16"))
+
+
+def impls(peers, op, arity, x32, fmt, tname):
+    xs32 = [x32] * arity
+    xs = [x32.astype(fmt)] * arity
+    o32, oh = np.empty_like(x32), np.empty_like(xs[0])
+    fns = {"dyn f32": lambda: dynshape.run(op, *xs32, out=o32),
+           "dyn half": lambda: dynshape.run(op, *xs, out=oh)}
+    if peers.torch:
+        torch = peers.torch
+        th = torch.from_numpy(x32).to(getattr(torch, tname))
+        to = torch.empty_like(th)
+        f = {"relu": lambda: torch.clamp_min(th, 0, out=to),
+             "add": lambda: torch.add(th, th, out=to),
+             "exp": lambda: torch.exp(th, out=to),
+             "gelu": lambda: peers.F.gelu(th)}[op]
+        fns["torch half"] = f
+    return fns, oh
+
+
+def main(argv=None):
+    args = session.options(__doc__, "half.json").parse_args(argv)
+    s = session.Session("dynshape half precision (elementwise), out= on every side", args)
+    peers = s.start(families=["unary", "binary"],
+                    dtypes=["float32", "float16", "bfloat16"])
+    rng = np.random.default_rng(0)
+    shape = QUICK_SHAPE if s.quick else SHAPE
+    x32 = rng.standard_normal(shape).astype(np.float32)
+    n = x32.size
+    rows = []
+    s.print(f"{'case':22s} {'dyn f32':>10s} {'dyn half':>10s} {'torch half':>11s} "
+            f"{'Gelem/s half':>12s} {'half/f32 rate':>13s} {'torch/dyn':>10s}  target")
+    for fname, fmt, tname in FORMATS:
+        for op, arity in OPS:
+            fns, oh = impls(peers, op, arity, x32, fmt, tname)
+            fns["dyn half"]()
+            xr = x32.astype(fmt).astype(np.float32)      # the same inputs, in float32
+            ref = dynshape.run(op, *[xr] * arity).astype(fmt)
+            np.testing.assert_allclose(oh.astype(np.float32), ref.astype(np.float32),
+                                       rtol=1e-2, atol=1e-3, err_msg=op)
+            st = s.time(fns)
+            t = {k: v.median for k, v in st.items()}
+            speed = t["dyn f32"] / t["dyn half"]
+            vs = t["torch half"] / t["dyn half"] if "torch half" in t else None
+            ok = speed >= 1.8 and (vs is None or vs > 1)
+            label = f"{op} {fname}"
+            s.print(f"{label:22s} {fmt_time(t['dyn f32']):>10s} {fmt_time(t['dyn half']):>10s} "
+                    f"{fmt_time(t.get('torch half')):>11s} {n / t['dyn half'] / 1e9:12.2f} "
+                    f"{speed:13.2f} {('%.2f' % vs) if vs else '-':>10s}  "
+                    f"{'met' if ok else 'MISSED'}")
+            rows.append({"case": label, "half_over_f32_rate": speed, "torch_over_dyn": vs,
+                         "stats": {k: v.as_dict() for k, v in st.items()}})
+    s.print("half/f32 rate: elements per second in the half format over float32 (goal >= 1.8); "
+            "torch/dyn: PyTorch's time over dynshape's in the same format (> 1: dynshape "
+            "faster); torch's gelu has no out= (it allocates)")
+    s.finish({"rows": rows})
+
+
+if __name__ == "__main__":
+    main()
