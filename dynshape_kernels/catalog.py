@@ -167,9 +167,9 @@ def _build():
         FamilySpec("copy", ("copy",), ("uint8", "uint16", "uint32", "uint64"),
                    ELEMENTWISE_TILES, op_base=UNARY_OPS.index("copy")),
         # reductions and row-wise ops tile the kept dimensions; never OVERLAP (seed 004)
-        FamilySpec("reduce", REDUCE_OPS, ("float32", "float64", "int32", "int64"),
+        FamilySpec("reduce", REDUCE_OPS, ("float32", "float64", "int32", "int64") + HALF_DTYPES,
                    REDUCE_TILES, tail_modes=frozenset({TailMode.VARIABLE_FULL})),
-        FamilySpec("rowwise", ROWWISE_OPS, ("float32", "float64"), ROWWISE_TILES,
+        FamilySpec("rowwise", ROWWISE_OPS, ("float32", "float64") + HALF_DTYPES, ROWWISE_TILES,
                    tail_modes=frozenset({TailMode.VARIABLE_FULL}), quanta=(1, 8)),
         # matmul micro-kernel slots: macro tile MC x NC per slot (K walked inside, in KC
         # blocks); tiles are clipped at the edges (VARIABLE tails), K is never overlapped
@@ -179,7 +179,7 @@ def _build():
                    dtype_tiles=(("float32", tuple((mc, nc, 0) for _, _, mc, nc, _ in SLOTS_F32)),
                                 ("float64", tuple((mc, nc, 0) for _, _, mc, nc, _ in SLOTS_F64)))),
         # pooling tiles the output plane; entries also hold the tiles' input offsets
-        FamilySpec("pool", POOL_OPS, ("float32", "float64"), POOL_TILES,
+        FamilySpec("pool", POOL_OPS, ("float32", "float64") + HALF_DTYPES, POOL_TILES,
                    tail_modes=frozenset({TailMode.VARIABLE_FULL}), quanta=(4, 16)),
         # conv2d: tiles of (output channels, output positions); entries hold the tiles'
         # input offsets; K = C/group*KH*KW is walked inside every kernel call

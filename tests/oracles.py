@@ -1,5 +1,6 @@
 """Independent NumPy oracles of the elementwise ops, shared by the CPU and CUDA tests (the
-tests directory is on sys.path: ``from oracles import UNARY_REF``)."""
+tests directory is on sys.path: ``from oracles import UNARY_REF``), and the ULP distance of
+the half-precision formats."""
 import math
 
 import numpy as np
@@ -55,3 +56,23 @@ def check(op, got, want):
 
 BINARY_REF = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
               "pow": np.power, "maximum": np.maximum, "minimum": np.minimum}
+
+
+def ulps(got, want, atol=0.0):
+    """Largest distance in units in the last place of the 2-byte format (NaN against NaN
+    is 0), over the elements that differ by more than ``atol`` (a number or an array that
+    broadcasts)."""
+    got, want = np.atleast_1d(np.asarray(got)), np.atleast_1d(np.asarray(want))
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype)
+
+    def ordered(a):
+        u = np.ascontiguousarray(a).view(np.uint16).astype(np.int64)
+        return np.where(u & 0x8000, 0x8000 - u, u)
+    gn = np.isnan(got.astype(np.float32))
+    wn = np.isnan(want.astype(np.float32))
+    assert np.array_equal(gn, wn), "NaN in different places"
+    d = np.abs(ordered(got) - ordered(want))
+    with np.errstate(invalid="ignore"):
+        close = np.abs(got.astype(np.float64) - want.astype(np.float64)) <= atol
+    far = ~gn & ~close
+    return int(d[far].max()) if far.any() else 0

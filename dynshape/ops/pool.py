@@ -26,12 +26,13 @@ memory with x makes x be copied first.
 from dataclasses import dataclass
 
 import numpy as np
+from dynshape_kernels.abi.storage import HALF_DTYPES
 
 from dynshape.errors import ArgumentError, OpAttributeError, ShapeError
 from dynshape.ops.attributes import AUTO_PADS, flag as _flag, int_tuple
 from dynshape.ops import Launch, OpSpec, as_array, check_dtype, check_out, is_planning, new_output
 
-FLOAT_DTYPES = ("float32", "float64")
+FLOAT_DTYPES = ("float32", "float64") + HALF_DTYPES
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ Semantics follow NumPy (``np.sum(x, axis, keepdims=...)`` and friends):
 * ``axis``: None (all axes), an int or a tuple of ints, negative allowed; argmax/argmin take
   None (the flattened array, C order) or one int.
 * output dtypes: sum of int32/int64 gives int64, mean of integers gives float64, max/min keep
-  the dtype, argmax/argmin give int64.
+  the dtype, argmax/argmin give int64; float16 and bfloat16 keep their format (accumulated
+  in float64, rounded once).
 * empty reductions: sum gives 0, mean gives NaN (without NumPy's warning); max, min, argmax
   and argmin over an empty axis raise ValueError (even when the result is empty, like NumPy).
 * a reduction to a single element returns a NumPy scalar when ``out`` is None (like NumPy).
@@ -15,6 +16,7 @@ Accuracy is documented in :mod:`dynshape_kernels.cpu.reduce`.
 import math
 
 import numpy as np
+from dynshape_kernels.abi.storage import HALF_DTYPES, carrier
 from dynshape_kernels.abi.vocabulary import REDUCE_OPS
 from dynshape_kernels.abi.common_area import OUT_F64, OUT_I64, OUT_SAME
 
@@ -22,7 +24,7 @@ from dynshape.errors import ArgumentError, EmptyReductionError, OpAttributeError
 from dynshape.ops import (Launch, OpSpec, as_array, check_dtype, check_out, device_active,
                           new_output)
 
-DTYPES = ("float32", "float64", "int32", "int64")
+DTYPES = ("float32", "float64", "int32", "int64") + HALF_DTYPES
 _NP_NAMES = {"max": "maximum", "min": "minimum"}
 
 
@@ -107,7 +109,8 @@ class ReduceSpec(OpSpec):
         # when every axis is reduced)
         kept_out = out[tuple(0 if d in axes else slice(None) for d in range(x.ndim))
                        + (Ellipsis,)] if keepdims else out
-        placeholders = [np.empty(0, x.dtype), np.empty(0, np.int64), np.empty(0, np.float64)]
+        placeholders = [np.empty(0, carrier(x.dtype.name)), np.empty(0, np.int64),
+                        np.empty(0, np.float64)]
         finalize = None
         if user_out is None and out.ndim == 0:
             finalize = _scalar

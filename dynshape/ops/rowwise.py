@@ -1,4 +1,5 @@
-"""Row-wise op specs: softmax, log_softmax, layer_norm, rms_norm (float32 and float64).
+"""Row-wise op specs: softmax, log_softmax, layer_norm, rms_norm (float32, float64, float16,
+bfloat16).
 
 * ``softmax(x, axis=-1)``, ``log_softmax(x, axis=-1)``: over one axis (any axis).
 * ``layer_norm(x, weight=None, bias=None, axis=-1, epsilon=1e-5)``: like ONNX
@@ -13,15 +14,16 @@ parameter, never of x). The output has x's shape and dtype; ``out`` may be the v
 as x (computed in place). Accuracy is documented in :mod:`dynshape_kernels.cpu.rowwise`.
 """
 import numpy as np
+from dynshape_kernels.abi.storage import HALF_DTYPES
 
 from dynshape.errors import ArgumentError, DeviceError, DtypeError, OpAttributeError, ShapeError
 from dynshape.ops import (Launch, OpSpec, as_array, check_dtype, check_out, device_active,
-                          new_output)
+                          dtype_name, new_output)
 from dynshape.ops.attributes import number as _number
 from dynshape.ops.elementwise import _unalias
 from dynshape.ops.reduction import normalize_axes
 
-FLOAT_DTYPES = ("float32", "float64")
+FLOAT_DTYPES = ("float32", "float64") + HALF_DTYPES
 
 
 class RowwiseSpec(OpSpec):
@@ -83,7 +85,7 @@ class RowwiseSpec(OpSpec):
 
     def _param(self, pname, p, dtype, norm_shape, a, out, user_out):
         p = as_array(p, f"{self.name} {pname}")
-        if p.dtype.kind not in "fiu":
+        if p.dtype.kind not in "fiu" and dtype_name(p.dtype) not in HALF_DTYPES:
             raise DtypeError(f"{self.name}: {pname} has dtype {p.dtype}; accepted: a real "
                              f"numeric dtype (converted to {dtype})")
         try:

@@ -93,7 +93,7 @@ def _materialized(x, axes):
 def _operand(a):
     """(flat buffer, element offset) of an operand; empty ones get a 1-element dummy."""
     if a.size == 0:
-        return np.zeros(1, a.dtype), 0
+        return flat_view(np.zeros(1, a.dtype))
     return flat_view(a)
 
 

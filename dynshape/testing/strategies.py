@@ -7,6 +7,7 @@ from dynshape_kernels.catalog import CATALOG
 from dynshape_kernels.abi.tail_mode import TailMode
 
 from dynshape.extras import require
+from dynshape.ops import as_dtype
 from dynshape.tables.bucket import bucket
 from dynshape.planning.plane import Tiling
 from dynshape.tables.param_table import ParamTable
@@ -22,7 +23,9 @@ def shapes(max_rank=6, max_side=40, min_side=0):
 
 def views(draw_shape, dtype=np.float32, allow_negative=True):
     """Strategy: arrays of the given shape that are views with random strides (sliced with
-    steps, negative steps, transposed), over random data."""
+    steps, negative steps, transposed), over random data. ``dtype`` is a NumPy dtype or its
+    name, "bfloat16" (``ml_dtypes``) included."""
+    dtype = as_dtype(dtype)
 
     @st.composite
     def _v(draw):

@@ -10,7 +10,7 @@ widening is a shift and narrowing adds the rounding bias (NaN stays a quiet NaN)
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 
 @intrinsic
@@ -76,3 +76,84 @@ def narrowbf(f):
     b = np.int32(_f32_to_bits(g))
     return np.int16((b + np.int32(0x7FFF) + ((b >> np.int32(16)) & np.int32(1)))
                     >> np.int32(16))
+
+
+# ---- generic loads and stores for the families written once for every dtype ----------------
+# A kernel reads ``load(x[i])`` and writes ``o[i] = store(o, v)``; scratch of computed values
+# is ``compute_empty(x, n)``. For the carriers these widen, round and give float32 scratch; for
+# every other dtype they are the identity (the store's cast stays the array's own), so the
+# compiled float32/float64/integer kernels are unchanged.
+def load(v):
+    """An element as computed: a carrier element widened to float32, any other unchanged."""
+
+
+def store(arr, v):
+    """``v`` ready to store into ``arr``: rounded to the storage format for a carrier (a
+    float64 value once, correctly: through float32 rounded to odd)."""
+
+
+def compute_empty(arr, n):
+    """Uninitialized scratch of n computed values of ``arr``'s elements (float32 for a
+    carrier, else arr's dtype)."""
+
+
+def compute_zero(arr):
+    """Zero of the computed type of ``arr``'s elements (float32 for a carrier)."""
+
+
+def is_half(dtype):
+    """Whether a Numba dtype is a half-precision carrier (at typing time)."""
+    return dtype in (types.uint16, types.int16)
+
+
+@overload(load)
+def _load(v):
+    if v == types.uint16:
+        return lambda v: widen16(v)
+    if v == types.int16:
+        return lambda v: widenbf(v)
+    return lambda v: v
+
+
+@njit(inline="always")
+def _f64_to_f32_odd(d):
+    """float64 -> float32 rounded to odd (toward zero, then the last bit set if inexact): a
+    second rounding to a format of at most 22 bits then gives the correctly rounded result
+    of d, which rounding through float32 to nearest would not always (double rounding)."""
+    r = np.float32(d)
+    if np.float64(r) == d or d != d:
+        return r
+    b = _f32_to_bits(r)
+    if abs(np.float64(r)) > abs(d):          # rounded away from zero (or to inf): step back
+        b = b - np.uint32(1)
+    return _bits_to_f32(b | np.uint32(1))
+
+
+@overload(store)
+def _store(arr, v):
+    wide = v == types.float64         # sums and means accumulated in float64: round once
+    if arr.dtype == types.uint16:
+        if wide:
+            return lambda arr, v: narrow16(_f64_to_f32_odd(v))
+        return lambda arr, v: narrow16(v)
+    if arr.dtype == types.int16:
+        if wide:
+            return lambda arr, v: narrowbf(_f64_to_f32_odd(v))
+        return lambda arr, v: narrowbf(v)
+    return lambda arr, v: v
+
+
+@overload(compute_empty)
+def _compute_empty(arr, n):
+    if is_half(arr.dtype):
+        return lambda arr, n: np.empty(n, np.float32)
+    dt = arr.dtype
+    return lambda arr, n: np.empty(n, dt)
+
+
+@overload(compute_zero)
+def _compute_zero(arr):
+    if is_half(arr.dtype):
+        return lambda arr: np.float32(0)
+    dt = arr.dtype
+    return lambda arr: dt(0)

@@ -22,17 +22,22 @@ the same branch-free, vectorized path:
 
 A max window that sees only padding (possible with dilations) gives ``-inf``, as PyTorch.
 Max propagates NaN (as PyTorch does); avg accumulates in the input's precision (as ONNX
-Runtime does) and divides once per output.
+Runtime does) and divides once per output. float16 / bfloat16 inputs (through their carriers,
+``half.py``) are widened to float32 as they are loaded, pooled in float32 scratch rows and
+rounded once to the format as each output row is stored (max is exact; avg is the float32
+average correctly rounded, within 1 ulp of the format).
 
 Tails: every kernel accepts any valid length 0..T in both dimensions (VARIABLE_FULL); the
 table never uses OVERLAP or DISCARD tails.
 """
 import numpy as np
 from numba import njit, prange, types
+from numba.extending import overload
 
 from ..abi.pool_table import (E_IH0, E_IW0, P_CIP, P_DH, P_DW, P_H, P_KH,  # noqa: F401
                               P_KW, P_PB, P_PR, P_SH, P_SW, P_W, POOL_BLOCK, POOL_BLOCK_START,
                               POOL_NCOL)
+from ..abi.storage import carrier
 from ..abi.tiles import POOL_TILES
 from ..abi.vocabulary import AVG_POOL, MAX_POOL, POOL_OPS  # noqa: F401
 
@@ -40,6 +45,7 @@ from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_
                            E_KID, E_NCOL, E_OFF0, E_OFF1, OP_BLOCK, OP_SM, OP_SN, common_size)
 from .elementwise import outer_offset, resolve
 from .reduce_runs import N_CHUNKS, chunk_start, nan_max
+from .half import compute_empty, is_half, load, store
 from .scalar_ops import cast_like
 from .tiles import make_tile_geometry
 
@@ -144,7 +150,7 @@ def _pool_entry(x, o, common, entries, e, outer, buf, ev, od, obuf):
         ia = first_tap(h0, dh)
         nr = max(tap_end(h0, dh, kh, H) - ia, 0)
         orow = ob + r * osm
-        ov = o[orow:orow + n] if osn == 1 else obuf[:n]     # contiguous rows in place
+        ov = row_view(o, orow, n, osn, obuf)     # contiguous rows in place
         p = xb + (h0 + ia * dh) * xsh + (iw0 + a0) * xsw
         # ---- vertical pass: b[i] = op over the nr window rows of column a0 + i
         if nr == 0:
@@ -157,42 +163,42 @@ def _pool_entry(x, o, common, entries, e, outer, buf, ev, od, obuf):
             if ismax:
                 if nr >= 3:
                     for i in range(L):
-                        b[i] = nan_max(nan_max(x0[i], x1[i]), x2[i])
+                        b[i] = nan_max(nan_max(load(x0[i]), load(x1[i])), load(x2[i]))
                 elif nr == 2:
                     for i in range(L):
-                        b[i] = nan_max(x0[i], x1[i])
+                        b[i] = nan_max(load(x0[i]), load(x1[i]))
                 else:
                     for i in range(L):
-                        b[i] = x0[i]
+                        b[i] = load(x0[i])
                 for k in range(3, nr):
                     xk = x[p + k * rs:p + k * rs + L]
                     for i in range(L):
-                        b[i] = nan_max(b[i], xk[i])
+                        b[i] = nan_max(b[i], load(xk[i]))
             else:
                 if nr >= 3:
                     for i in range(L):
-                        b[i] = x0[i] + x1[i] + x2[i]
+                        b[i] = load(x0[i]) + load(x1[i]) + load(x2[i])
                 elif nr == 2:
                     for i in range(L):
-                        b[i] = x0[i] + x1[i]
+                        b[i] = load(x0[i]) + load(x1[i])
                 else:
                     for i in range(L):
-                        b[i] = x0[i]
+                        b[i] = load(x0[i])
                 for k in range(3, nr):
                     xk = x[p + k * rs:p + k * rs + L]
                     for i in range(L):
-                        b[i] = b[i] + xk[i]
+                        b[i] = b[i] + load(xk[i])
         else:
             for i in range(L):
-                b[i] = x[p + i * xsw]
+                b[i] = load(x[p + i * xsw])
             for k in range(1, nr):
                 q = p + k * rs
                 if ismax:
                     for i in range(L):
-                        b[i] = nan_max(b[i], x[q + i * xsw])
+                        b[i] = nan_max(b[i], load(x[q + i * xsw]))
                 else:
                     for i in range(L):
-                        b[i] = b[i] + x[q + i * xsw]
+                        b[i] = b[i] + load(x[q + i * xsw])
         # ---- horizontal pass: ov[j] = op over c < kw of buf[j*sw + c*dw]
         if sw <= 2:
             if sw == 1:
@@ -260,9 +266,7 @@ def _pool_entry(x, o, common, entries, e, outer, buf, ev, od, obuf):
                 ov[j] = ov[j] / inner
             for j in range(jhi, n):
                 ov[j] = ov[j] / cast_like(x, dr * _count(iw0 + j * sw, kw, W, pr, cip))
-        if osn != 1:
-            for j in range(n):
-                o[orow + j * osn] = ov[j]
+        flush_row(o, orow, osn, ov)
 
 
 @njit(cache=True)
@@ -270,8 +274,40 @@ def _scratch(o, blen):
     """Per-thread buffers: the vertical reductions of a row span (one slack element), its
     even and odd columns, and an output row."""
     half = (blen >> 1) + 2
-    return (np.empty(blen + 2, dtype=o.dtype), np.empty(half, dtype=o.dtype),
-            np.empty(half, dtype=o.dtype), np.empty(MAX_T1, dtype=o.dtype))
+    return (compute_empty(o, blen + 2), compute_empty(o, half), compute_empty(o, half),
+            compute_empty(o, MAX_T1))
+
+
+def row_view(o, orow, n, osn, obuf):
+    """Where an output row of n values is computed: in place in o when its row is
+    contiguous, else in the scratch row obuf (always for a half-precision carrier, whose
+    values are computed in float32)."""
+
+
+@overload(row_view)
+def _row_view(o, orow, n, osn, obuf):
+    if is_half(o.dtype):
+        return lambda o, orow, n, osn, obuf: obuf[:n]
+    return lambda o, orow, n, osn, obuf: o[orow:orow + n] if osn == 1 else obuf[:n]
+
+
+def flush_row(o, orow, osn, ov):
+    """Store a row computed by row_view's scratch into o (rounded for a carrier)."""
+
+
+@overload(flush_row)
+def _flush_row(o, orow, osn, ov):
+    if is_half(o.dtype):
+        def flush_half(o, orow, osn, ov):
+            for j in range(ov.shape[0]):
+                o[orow + j * osn] = store(o, ov[j])
+        return flush_half
+
+    def flush(o, orow, osn, ov):
+        if osn != 1:
+            for j in range(ov.shape[0]):
+                o[orow + j * osn] = ov[j]
+    return flush
 
 
 def pool_driver(x, o, common, entries):
@@ -299,7 +335,7 @@ def pool_driver(x, o, common, entries):
 
 
 def signature(dtype):
-    dt = getattr(types, dtype)
+    dt = getattr(types, carrier(dtype))
     return (types.Array(dt, 1, "C", readonly=True), types.Array(dt, 1, "C"),
             types.Array(types.int64, 1, "C", readonly=True),
             types.Array(types.int64, 2, "C", readonly=True))

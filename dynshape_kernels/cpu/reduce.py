@@ -24,6 +24,11 @@ Accuracy (the contract the tests check against NumPy):
 * float64 sums accumulate in float64: LANES in 16 x (unroll) interleaved partial sums, error
   at most ``(count / 16 + 16) * 2**-53 * sum(|x|)``; COLUMNS sequentially along the reduced
   axis like NumPy's own strided reductions, error at most ``count * 2**-53 * sum(|x|)``.
+* float16 / bfloat16 (through their carriers, ``half.py``): every element is widened to float32
+  as it is loaded; sums and means accumulate in float64 as for float32 and round once to the
+  format (``half.store``: correctly rounded from the float64 result, whose own error is bounded
+  as above; float16 sums of up to 2**13 elements are exact in float64); max/min/arg compare the
+  widened values, so they are exact.
 * integer sums accumulate in int64 with wrap-around like NumPy; integer means accumulate the
   values converted to float64, then divide (NumPy's ``dtype=float64`` accumulation).
 * max/min propagate NaN; argmax/argmin return the first occurrence of the extreme value and
@@ -38,6 +43,7 @@ from numba.extending import intrinsic, overload
 from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1, E_KID,
                            E_OFF0, E_OFF1, MAX_RED, OP_BLOCK, OP_SM, OP_SN,
                            R_COUNT, R_ND, R_SHAPE, R_STR, R_STRATEGY, STRAT_COLUMNS)
+from ..abi.storage import carrier
 from ..abi.tiles import REDUCE_TILES
 from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noqa: F401
                               SUM)
@@ -45,6 +51,7 @@ from .elementwise import outer_offset, resolve
 from .reduce_runs import (LW, N_CHUNKS, _arg_run, _ext_run, _strictly_better, _sum_run,  # noqa: F401
                           chunk_start, finish, nan_max, nan_min, red_offset, red_runs,
                           strided)
+from .half import compute_empty, is_half, load, store
 from .tiles import make_tile_geometry
 
 
@@ -79,7 +86,7 @@ def _lanes_sum(x, xb, common, zero):
 def _lanes_ext(x, xb, common, ismax, lanes):
     runs, L, ndo = red_runs(common, _RB)
     s = common[_RB + R_STR + ndo]
-    r = x[xb]
+    r = load(x[xb])
     for k in range(runs):
         p = xb + red_offset(common, _RB, k, ndo, 0)
         if s == 1:
@@ -94,7 +101,7 @@ def _lanes_ext(x, xb, common, ismax, lanes):
 def _lanes_arg(x, xb, common, ismax):
     runs, L, ndo = red_runs(common, _RB)
     s = common[_RB + R_STR + ndo]
-    bv = x[xb]
+    bv = load(x[xb])
     bi = np.int64(0)
     for k in range(runs):
         p = xb + red_offset(common, _RB, k, ndo, 0)
@@ -109,24 +116,24 @@ def _lanes_arg(x, xb, common, ismax):
 @njit(cache=True)
 def _vadd(acc, xv):
     for j in range(acc.shape[0]):
-        acc[j] += xv[j]
+        acc[j] += load(xv[j])
 
 
 @njit(cache=True)
 def _vext(acc, xv, ismax):
     if ismax:
         for j in range(acc.shape[0]):
-            acc[j] = nan_max(acc[j], xv[j])
+            acc[j] = nan_max(acc[j], load(xv[j]))
     else:
         for j in range(acc.shape[0]):
-            acc[j] = nan_min(acc[j], xv[j])
+            acc[j] = nan_min(acc[j], load(xv[j]))
 
 
 @njit(cache=True)
 def _varg(acc, idx, xv, t, ismax):
     for j in range(acc.shape[0]):
         a = acc[j]
-        v = xv[j]
+        v = load(xv[j])
         if ismax:
             c = (v > a) | ((v != v) & (a == a))
         else:
@@ -190,43 +197,43 @@ def _sum_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, zero, mean):
             _columns_sum(x, xb + r * xsm, xsn, v1, common, acc)
             orow = ob + r * osm
             for j in range(v1):
-                o[orow + j * osn] = finish(acc[j], mean, count)
+                o[orow + j * osn] = store(o, finish(acc[j], mean, count))
         return
     for r in range(v0):
         for j in range(v1):
             acc1 = _lanes_sum(x, xb + r * xsm + j * xsn, common, zero)
-            o[ob + r * osm + j * osn] = finish(acc1, mean, count)
+            o[ob + r * osm + j * osn] = store(o, finish(acc1, mean, count))
 
 
 @njit(cache=True)
 def _ext_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, ismax):
     if common[_RB + R_STRATEGY] == STRAT_COLUMNS:
-        acc = np.empty(v1, dtype=x.dtype)
+        acc = compute_empty(x, v1)
         for r in range(v0):
             xr = xb + r * xsm
             for j in range(v1):
-                acc[j] = x[xr + j * xsn]
+                acc[j] = load(x[xr + j * xsn])
             _columns_ext(x, xr, xsn, v1, common, ismax, acc)
             orow = ob + r * osm
             for j in range(v1):
-                o[orow + j * osn] = acc[j]
+                o[orow + j * osn] = store(o, acc[j])
         return
-    lanes = np.empty(LW, dtype=x.dtype)
+    lanes = compute_empty(x, LW)
     for r in range(v0):
         for j in range(v1):
-            o[ob + r * osm + j * osn] = _lanes_ext(x, xb + r * xsm + j * xsn, common, ismax,
-                                                   lanes)
+            o[ob + r * osm + j * osn] = store(o, _lanes_ext(x, xb + r * xsm + j * xsn, common,
+                                                            ismax, lanes))
 
 
 @njit(cache=True)
 def _arg_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, ismax):
     if common[_RB + R_STRATEGY] == STRAT_COLUMNS:
-        acc = np.empty(v1, dtype=x.dtype)
+        acc = compute_empty(x, v1)
         idx = np.zeros(v1, dtype=np.int64)
         for r in range(v0):
             xr = xb + r * xsm
             for j in range(v1):
-                acc[j] = x[xr + j * xsn]
+                acc[j] = load(x[xr + j * xsn])
             for j in range(v1):
                 idx[j] = 0
             _columns_arg(x, xr, xsn, v1, common, ismax, acc, idx)
@@ -247,7 +254,7 @@ def _sum_dispatch(x, o, oi, of, ob, osm, osn, xb, xsm, xsn, v0, v1, common, mean
 
 @overload(_sum_dispatch)
 def _sum_dispatch_impl(x, o, oi, of, ob, osm, osn, xb, xsm, xsn, v0, v1, common, mean):
-    if isinstance(x.dtype, types.Float):
+    if isinstance(x.dtype, types.Float) or is_half(x.dtype):
         def impl_f(x, o, oi, of, ob, osm, osn, xb, xsm, xsn, v0, v1, common, mean):
             _sum_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, 0.0, mean)
         return impl_f
@@ -297,7 +304,7 @@ def reduce_driver(x, o, oi, of, common, entries):
 
 def signature(dtype):
     def arr(dt, ro=False):
-        return types.Array(getattr(types, dt), 1, "C", readonly=ro)
+        return types.Array(getattr(types, carrier(dt)), 1, "C", readonly=ro)
     i64_1d = types.Array(types.int64, 1, "C", readonly=True)
     i64_2d = types.Array(types.int64, 2, "C", readonly=True)
     return (arr(dtype, True), arr(dtype), arr("int64"), arr("float64"), i64_1d, i64_2d)

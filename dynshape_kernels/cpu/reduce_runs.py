@@ -12,6 +12,7 @@ from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_
 from ..abi.tiles import REDUCE_TILES
 from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noqa: F401
                               SUM)
+from .half import load
 
 
 
@@ -120,7 +121,7 @@ def red_runs(common, rb):
 @njit(cache=True, fastmath={"reassoc"})
 def _sum_run(xv, acc):
     for i in range(xv.shape[0]):
-        acc += xv[i]
+        acc += load(xv[i])
     return acc
 
 
@@ -128,28 +129,29 @@ def _sum_run(xv, acc):
 def _ext_run(xv, ismax, lanes):
     """max or min of a run (NaN-propagating); lanes is scratch of length LW."""
     n = xv.shape[0]
-    r = xv[0]
+    r = load(xv[0])
     if n < 2 * LW:
         if ismax:
             for i in range(n):
-                r = nan_max(r, xv[i])
+                r = nan_max(r, load(xv[i]))
         else:
             for i in range(n):
-                r = nan_min(r, xv[i])
+                r = nan_min(r, load(xv[i]))
         return r
     nr = n // LW
     for k in range(LW):
-        lanes[k] = xv[k]
+        lanes[k] = load(xv[k])
     for q in range(1, nr):
         row = xv[q * LW:(q + 1) * LW]
         if ismax:
             for k in range(LW):
-                lanes[k] = nan_max(lanes[k], row[k])
+                lanes[k] = nan_max(lanes[k], load(row[k]))
         else:
             for k in range(LW):
-                lanes[k] = nan_min(lanes[k], row[k])
+                lanes[k] = nan_min(lanes[k], load(row[k]))
     for i in range(nr * LW, n):
-        r = nan_max(r, xv[i]) if ismax else nan_min(r, xv[i])
+        v = load(xv[i])
+        r = nan_max(r, v) if ismax else nan_min(r, v)
     for k in range(LW):
         r = nan_max(r, lanes[k]) if ismax else nan_min(r, lanes[k])
     return r
@@ -167,7 +169,7 @@ def _strictly_better(ismax, v, a):
 def _arg_run(xv, base, ismax, bv, bi):
     """Update the best (value, flat index) with run xv of flat indices base, base+1, ..."""
     for i in range(xv.shape[0]):
-        v = xv[i]
+        v = load(xv[i])
         if _strictly_better(ismax, v, bv):
             bv = v
             bi = base + i

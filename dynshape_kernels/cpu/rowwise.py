@@ -22,6 +22,11 @@ float32 rows (LANES) take ``E[x^2] - mean^2`` from one float64 pass, whose relat
 exceeds ~3e4. Against a float64 NumPy reference the float32 results are within a few float32
 ulps (tests: rtol = atol = 2e-5 for unit-scale rows); float64 within ~1e-12.
 
+float16 / bfloat16 rows (through their carriers, ``half.py``) are widened to float32 as they
+are loaded and computed as float32 rows (sums in float64, the two-pass variance), each result
+rounded once to the format as it is stored; softmax stores the exponentials and scales them in
+place, so its results are rounded twice (within 2 ulps of the format).
+
 Aliasing: the output may be the very same view as the input (each element is read before it
 is written, and a row is only ever touched by the entry that owns it).
 """
@@ -31,6 +36,7 @@ from numba import njit, prange, types
 from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1,
                            E_KID, E_OFF0, E_OFF1, MAX_RED, OP_BLOCK, OP_SM, OP_SN, R_COUNT,
                            R_STR, R_STRATEGY, STRAT_COLUMNS)
+from ..abi.storage import carrier
 from ..abi.tiles import ROWWISE_TILES
 from ..abi.vocabulary import (LAYER_NORM, LOG_SOFTMAX, RMS_NORM, ROWWISE_OPS,  # noqa: F401
                               SOFTMAX)
@@ -38,6 +44,7 @@ from . import mathfuncs
 from .elementwise import outer_offset, resolve
 from .reduce_runs import (N_CHUNKS, _ext_run, _sum_run, chunk_start, nan_max, red_offset,
                           red_runs, strided)
+from .half import compute_empty, load, store
 from .scalar_ops import cast_like
 from .tiles import make_tile_geometry
 
@@ -60,8 +67,8 @@ tile_geometry = make_tile_geometry(ROWWISE_TILES)
 def _exp_store_sum(xv, ov, m):
     s = 0.0
     for i in range(xv.shape[0]):
-        e = mathfuncs.exp(xv[i] - m)
-        ov[i] = e
+        e = mathfuncs.exp(load(xv[i]) - m)
+        ov[i] = store(ov, e)
         s += e
     return s
 
@@ -70,7 +77,7 @@ def _exp_store_sum(xv, ov, m):
 def _exp_sum(xv, m):
     s = 0.0
     for i in range(xv.shape[0]):
-        s += mathfuncs.exp(xv[i] - m)
+        s += mathfuncs.exp(load(xv[i]) - m)
     return s
 
 
@@ -78,7 +85,7 @@ def _exp_sum(xv, m):
 def _sq_dev_sum(xv, mean):
     s = 0.0
     for i in range(xv.shape[0]):
-        d = np.float64(xv[i]) - mean
+        d = np.float64(load(xv[i])) - mean
         s += d * d
     return s
 
@@ -87,7 +94,7 @@ def _sq_dev_sum(xv, mean):
 def _sq_sum(xv):
     s = 0.0
     for i in range(xv.shape[0]):
-        d = np.float64(xv[i])
+        d = np.float64(load(xv[i]))
         s += d * d
     return s
 
@@ -97,7 +104,7 @@ def _sum_and_sq(xv):
     s = 0.0
     q = 0.0
     for i in range(xv.shape[0]):
-        d = np.float64(xv[i])
+        d = np.float64(load(xv[i]))
         s += d
         q += d * d
     return s, q
@@ -124,13 +131,13 @@ def _row_moments(x, xo, common):
 @njit(cache=True)
 def _scale(ov, a):
     for i in range(ov.shape[0]):
-        ov[i] = ov[i] * a
+        ov[i] = store(ov, load(ov[i]) * a)
 
 
 @njit(cache=True)
 def _shift(xv, ov, m, c):
     for i in range(xv.shape[0]):
-        ov[i] = (xv[i] - m) - c
+        ov[i] = store(ov, (load(xv[i]) - m) - c)
 
 
 @njit(cache=True)
@@ -141,16 +148,16 @@ def _norm_write(xv, ov, wv, bv, c, lo, a, hw, hb):
     n = xv.shape[0]
     if hw and hb:
         for i in range(n):
-            ov[i] = ((xv[i] - c) - lo) * a * wv[i] + bv[i]
+            ov[i] = store(ov, ((load(xv[i]) - c) - lo) * a * load(wv[i]) + load(bv[i]))
     elif hw:
         for i in range(n):
-            ov[i] = ((xv[i] - c) - lo) * a * wv[i]
+            ov[i] = store(ov, ((load(xv[i]) - c) - lo) * a * load(wv[i]))
     elif hb:
         for i in range(n):
-            ov[i] = ((xv[i] - c) - lo) * a + bv[i]
+            ov[i] = store(ov, ((load(xv[i]) - c) - lo) * a + load(bv[i]))
     else:
         for i in range(n):
-            ov[i] = ((xv[i] - c) - lo) * a
+            ov[i] = store(ov, ((load(xv[i]) - c) - lo) * a)
 
 
 @njit(cache=True)
@@ -210,7 +217,7 @@ def _row_pass(code, p, x, w, b, o, base, common, contig, m, c, a, hw, hb):
 def _row_max(x, xo, common, lanes):
     runs, L, ndo = red_runs(common, _RB)
     sx = common[_RB + R_STR + X * MAX_RED + ndo]
-    m = x[xo]
+    m = load(x[xo])
     for k in range(runs):
         p = xo + red_offset(common, _RB, k, ndo, X)
         if sx == 1:
@@ -263,37 +270,38 @@ def _cstep(code, p, xv, ov, mx, sa, sb, ca, cb, wk, bk):
     if p == 0:
         if code == SOFTMAX or code == LOG_SOFTMAX:
             for j in range(n):
-                mx[j] = nan_max(mx[j], xv[j])
+                mx[j] = nan_max(mx[j], load(xv[j]))
         elif code == LAYER_NORM:
             for j in range(n):
-                sa[j] += xv[j]
+                sa[j] += load(xv[j])
         else:
             for j in range(n):
-                d = np.float64(xv[j])
+                d = np.float64(load(xv[j]))
                 sa[j] += d * d
     elif p == 1:
         if code == SOFTMAX:
             for j in range(n):
-                e = mathfuncs.exp(xv[j] - mx[j])
-                ov[j] = e
+                e = mathfuncs.exp(load(xv[j]) - mx[j])
+                ov[j] = store(ov, e)
                 sa[j] += e
         elif code == LOG_SOFTMAX:
             for j in range(n):
-                sa[j] += mathfuncs.exp(xv[j] - mx[j])
+                sa[j] += mathfuncs.exp(load(xv[j]) - mx[j])
         else:
             for j in range(n):
-                d = np.float64(xv[j]) - sb[j]
+                d = np.float64(load(xv[j])) - sb[j]
                 sa[j] += d * d
     else:
         if code == SOFTMAX:
             for j in range(n):
-                ov[j] = ov[j] * ca[j]
+                ov[j] = store(ov, load(ov[j]) * ca[j])
         elif code == LOG_SOFTMAX:
             for j in range(n):
-                ov[j] = (xv[j] - mx[j]) - cb[j]
+                ov[j] = store(ov, (load(xv[j]) - mx[j]) - cb[j])
         else:
             for j in range(n):
-                ov[j] = ((xv[j] - cb[j]) - mx[j]) * ca[j] * wk + bk   # mx: the centre's low part
+                # mx: the centre's low part
+                ov[j] = store(ov, ((load(xv[j]) - cb[j]) - mx[j]) * ca[j] * wk + bk)
 
 
 @njit(cache=True)
@@ -310,8 +318,8 @@ def _cols_pass(code, p, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, 
         pw = base[W] + red_offset(common, _RB, k, ndo, W)
         pb = base[B] + red_offset(common, _RB, k, ndo, B)
         for i in range(L):
-            wk = w[pw + i * sw] if hw else one
-            bk = b[pb + i * sbias] if hb else one - one
+            wk = load(w[pw + i * sw]) if hw else one
+            bk = load(b[pb + i * sbias]) if hb else one - one
             qx = px + i * sx
             qo = po + i * so
             if xsn == 1 and osn == 1:
@@ -324,14 +332,14 @@ def _cols_pass(code, p, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, 
 @njit(cache=True)
 def _cols_rows(code, x, w, b, o, base, xsn, osn, v1, common, eps, hw, hb):
     count = common[_RB + R_COUNT]
-    mx = np.empty(v1, dtype=x.dtype)
-    ca = np.empty(v1, dtype=x.dtype)
-    cb = np.empty(v1, dtype=x.dtype)
+    mx = compute_empty(x, v1)
+    ca = compute_empty(x, v1)
+    cb = compute_empty(x, v1)
     sa = np.zeros(v1)
     sb = np.zeros(v1)
     if code == SOFTMAX or code == LOG_SOFTMAX:
         for j in range(v1):
-            mx[j] = x[base[X] + j * xsn]
+            mx[j] = load(x[base[X] + j * xsn])
         _cols_pass(code, 0, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
         _cols_pass(code, 1, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
         for j in range(v1):
@@ -376,7 +384,7 @@ def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb):
                 base[q] = start[q] + r * sm[q]
             _cols_rows(code, x, w, b, o, base, sn[X], sn[OUT], v1, common, eps, hw, hb)
         return
-    lanes = np.empty(LW, dtype=x.dtype)
+    lanes = compute_empty(x, LW)
     for r in range(v0):
         for j in range(v1):
             for q in range(_OPERANDS):
@@ -398,8 +406,8 @@ def rowwise_driver(x, w, b, o, common, entries, fattrs):
 
 
 def signature(dtype):
-    ro = types.Array(getattr(types, dtype), 1, "C", readonly=True)
-    rw = types.Array(getattr(types, dtype), 1, "C")
+    ro = types.Array(getattr(types, carrier(dtype)), 1, "C", readonly=True)
+    rw = types.Array(getattr(types, carrier(dtype)), 1, "C")
     return (ro, ro, ro, rw, types.Array(types.int64, 1, "C", readonly=True),
             types.Array(types.int64, 2, "C", readonly=True),
             types.Array(types.float64, 1, "C", readonly=True))

@@ -49,12 +49,13 @@ BINARY_SCALARS = {
 
 
 def cast_like(arr, v):
-    """Cast ``v`` to ``arr``'s element type (inside compiled code)."""
+    """Cast ``v`` to the type ``arr``'s elements are computed in (inside compiled code): the
+    element type, or float32 for a half-precision carrier (``half.py``)."""
 
 
 @overload(cast_like)
 def _cast_like(arr, v):
-    dt = arr.dtype
+    dt = types.float32 if arr.dtype in (types.uint16, types.int16) else arr.dtype
 
     def impl(arr, v):
         return dt(v)

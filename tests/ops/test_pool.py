@@ -1,9 +1,9 @@
 """max_pool2d / avg_pool2d against a float64 NumPy reference and ONNX Runtime; tables, no
 compilation on new shapes, one driver call, bad input."""
 import importlib.util
-
 import math
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -16,6 +16,10 @@ from dynshape_kernels.catalog import CATALOG
 from dynshape_kernels.abi.common_area import E_OFF0, E_OFF1
 from dynshape_kernels.abi.pool_table import E_IH0, E_IW0
 from dynshape_kernels.abi.tail_mode import VARIABLE_FULL
+
+from oracles import ulps
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -80,7 +84,11 @@ def attrs_of(op, k, s, pads, auto_pad, d, ceil, cip):
 def check(res, ref, op, dtype):
     assert res.shape == ref.shape
     assert res.dtype == dtype
-    if op == "max":          # exact: a max returns one of its inputs
+    if np.dtype(dtype).itemsize == 2:
+        # half precision: max exact; avg the float32 average rounded once, within 1 ulp of
+        # the float64 average rounded to the format
+        assert ulps(res, ref.astype(dtype)) <= (0 if op == "max" else 1)
+    elif op == "max":          # exact: a max returns one of its inputs
         np.testing.assert_array_equal(res, ref.astype(dtype))
     else:
         tol = 2e-6 if dtype == np.float32 else 1e-13
@@ -98,7 +106,7 @@ def fits(H, W, k, d, pads, auto_pad):
 @st.composite
 def problems(draw, max_side=40):
     op = draw(st.sampled_from(["max", "avg"]))
-    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    dtype = draw(st.sampled_from([np.float32, np.float64, np.float16, BF16]))
     side = st.one_of(st.sampled_from([1, 2, 3, 5, 7, 13, 17, 23, 31, 37]),
                      st.integers(1, max_side))
     N, C = draw(st.integers(1, 3)), draw(st.integers(1, 4))
@@ -162,7 +170,7 @@ def test_reads_only_inside_x(prob, guard, flip):
     a = attrs_of(op, k, s, pads, auto_pad, d, ceil, cip)
     res = dynshape.run(f"{op}_pool2d", x, **a)
     ref = pool_ref(x, op, k, s, pads, auto_pad, d, ceil, cip)
-    assert not np.isnan(res).any()
+    assert not np.isnan(res.astype(np.float32)).any()
     check(res, ref, op, dtype)
 
 
@@ -306,7 +314,7 @@ def test_table_covers_every_shape_of_its_bucket(prob, data):
     the table serves any input whose output falls in its bucket."""
     op, dtype, shape, k, s, pads, auto_pad, d, ceil, cip = prob
     assume(fits(shape[2], shape[3], k, d, pads, auto_pad))
-    dt = "float32" if dtype == np.float32 else "float64"
+    dt = np.dtype(dtype).name
     a = attrs_of(op, k, s, pads, auto_pad, d, ceil, cip)
     t = dynshape.explain(f"{op}_pool2d", shape, dtype=dt, **a)
     assert isinstance(t, PoolTable) and (t.entries[:, 1:3] == VARIABLE_FULL).all()
