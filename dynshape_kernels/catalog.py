@@ -173,7 +173,7 @@ def _build():
                    tail_modes=frozenset({TailMode.VARIABLE_FULL}), quanta=(1, 8)),
         # matmul micro-kernel slots: macro tile MC x NC per slot (K walked inside, in KC
         # blocks); tiles are clipped at the edges (VARIABLE tails), K is never overlapped
-        FamilySpec("matmul", ("matmul",), ("float32", "float64"),
+        FamilySpec("matmul", ("matmul",), ("float32", "float64") + HALF_DTYPES,
                    tuple((mc, nc, 0) for _, _, mc, nc, _ in SLOTS_F32),
                    tail_modes=frozenset({TailMode.VARIABLE_FULL}), quanta=(8, 16),
                    dtype_tiles=(("float32", tuple((mc, nc, 0) for _, _, mc, nc, _ in SLOTS_F32)),
@@ -183,7 +183,7 @@ def _build():
                    tail_modes=frozenset({TailMode.VARIABLE_FULL}), quanta=(4, 16)),
         # conv2d: tiles of (output channels, output positions); entries hold the tiles'
         # input offsets; K = C/group*KH*KW is walked inside every kernel call
-        FamilySpec("conv", CONV_OPS, ("float32", "float64"), CONV_TILES,
+        FamilySpec("conv", CONV_OPS, ("float32", "float64") + HALF_DTYPES, CONV_TILES,
                    tail_modes=frozenset({TailMode.VARIABLE_FULL}), quanta=(1, 1)),
     ]
     return Catalog(families + _cuda_families())

@@ -278,6 +278,10 @@ def _execute_lead(fused, a, b, sides, named, out):
         if fused.lead_input is not None:
             inputs.append(bound[fused.lead_input])
     launch = spec.prepare(inputs, out, attrs)
+    if launch.dtype not in DTYPES:
+        raise DtypeError(f"{fused!r}: dtype {launch.dtype} of the {lead.op} is not supported "
+                         f"in a fused sequence; accepted: {', '.join(DTYPES)} (run "
+                         f"{lead.op} alone for half precision)")
     result = launch.result
     dt = np.dtype(launch.dtype)
     prog = fused.program(launch.dtype)

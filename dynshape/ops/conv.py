@@ -30,6 +30,7 @@ dilations=(1, 1), group=1, kernel_shape=None, activation=None, residual=None, ou
 """
 
 import numpy as np
+from dynshape_kernels.abi.storage import HALF_DTYPES
 from dynshape_kernels.abi.vocabulary import IDENTITY
 
 from dynshape.errors import ArgumentError, DeviceError, DtypeError, OpAttributeError, ShapeError
@@ -39,7 +40,7 @@ from dynshape.ops.attributes import AUTO_PADS, is_int as _is_int  # noqa: F401
 from dynshape.ops import (Launch, OpSpec, as_array, check_dtype, check_out, device_active,
                           is_planning, new_output)
 
-FLOAT_DTYPES = ("float32", "float64")
+FLOAT_DTYPES = ("float32", "float64") + HALF_DTYPES
 
 
 def _int_tuple(name, v, n, lo, accepted):
@@ -85,7 +86,8 @@ class ConvSpec(OpSpec):
         x = as_array(inputs[0], "conv2d input x")
         w = as_array(inputs[1], "conv2d weights w")
         b = inputs[2] if len(inputs) == 3 else None
-        dtype = np.dtype(check_dtype("conv2d", x.dtype, FLOAT_DTYPES))
+        check_dtype("conv2d", x.dtype, FLOAT_DTYPES)
+        dtype = x.dtype
         if x.ndim != 4:
             raise ShapeError(f"conv2d: x must have rank 4 (N, C, H, W), got shape {x.shape}")
         if w.ndim != 4:
@@ -93,7 +95,7 @@ class ConvSpec(OpSpec):
                              f"{w.shape}")
         if w.dtype != dtype:
             raise DtypeError(f"conv2d: w has dtype {w.dtype}, x has {dtype}; they must match "
-                             f"(accepted: float32 or float64 for both)")
+                             f"(accepted: one of {', '.join(FLOAT_DTYPES)} for both)")
         N, C, H, W = x.shape
         M, Cg, KH, KW = w.shape
         group = attrs["group"]

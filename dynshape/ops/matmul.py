@@ -4,15 +4,19 @@ epilogue, on the matmul family's static micro-kernels.
 Accuracy: every output element is one float32 (float64) dot product over K accumulated by
 FMAs in the micro-kernel's order; the error is within ``K * eps * sum_k |a_ik * b_kj|``
 (eps of the dtype), like any blocked GEMM. Tests check ``rtol = 4 * sqrt(K) * eps`` relative
-to ``|a| @ |b|``.
+to ``|a| @ |b|``. float16 / bfloat16 operands are widened to float32 as they are packed and
+accumulated in float32 (the same bound with float32's eps), and each output is rounded once to
+the format (plus half an ulp of the format).
 """
 import numpy as np
+from dynshape_kernels.abi.storage import HALF_DTYPES
 
 from dynshape.errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
 from dynshape.ops import activation
-from dynshape.ops import Launch, OpSpec, as_array, check_out, new_output
+from dynshape.ops import Launch, OpSpec, as_array, check_out, dtype_name, new_output
+from dynshape.ops.elementwise import result_type
 
-DTYPES = ("float32", "float64")
+DTYPES = ("float32", "float64") + HALF_DTYPES
 def activation_code(op, act):
     """The epilogue code of ``activation=`` (0: none; else the unary kernel op code + 1)."""
     r = activation.resolve(op, act, with_attributes=False)
@@ -20,11 +24,13 @@ def activation_code(op, act):
 
 
 def _float_dtype(op, *arrays):
-    dt = np.result_type(*arrays)
-    if dt.name not in DTYPES:
+    dt = result_type(arrays)
+    if dtype_name(dt) not in DTYPES:
         got = ", ".join(str(a.dtype) for a in arrays)
         raise DtypeError(f"{op}: dtype {got} is not supported; accepted: "
-                         f"{', '.join(DTYPES)} (mixed float32/float64 computes in float64)")
+                         f"{', '.join(DTYPES)} (mixed dtypes compute in the promoted one: "
+                         f"float32 with float64 in float64, a half format with float32 in "
+                         f"float32)")
     return dt
 
 

@@ -25,7 +25,10 @@ from dynshape.planning.matmul_tiles import (_balanced, _thread_balanced, choose_
 # GFLOP/s of each slot's micro-kernel on whole padded micro-tiles
 SLOT_GFLOPS = {"float32": (190.0, 165.0, 60.0, 175.0, 110.0),
                "float64": (98.0, 85.0, 30.0, 80.0, 60.0)}
-PACK_NS = {"float32": 0.35, "float64": 0.45}    # per packed element of A or B
+# half precision runs the float32 micro-kernels on operands widened while packing
+SLOT_GFLOPS["float16"] = SLOT_GFLOPS["bfloat16"] = SLOT_GFLOPS["float32"]
+PACK_NS = {"float32": 0.35, "float64": 0.45, "float16": 0.4, "bfloat16": 0.4}  # per element
+ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 READ_NS_PER_BYTE = 0.05                          # operand read in place (no packing)
 TILE_NS = 400.0       # per tile: decode, workspace, epilogue set-up
 STORE_NS = 0.25       # per output element (epilogue)
@@ -71,7 +74,7 @@ def cost(M, N, K, batch, dtype, slot, tm, tn, nthreads, a_k_contiguous=True,
     MR, NR = cfg[0], cfg[1]
     rate = SLOT_GFLOPS[dtype][slot]
     pack = PACK_NS[dtype]
-    read = READ_NS_PER_BYTE * np.dtype(dtype).itemsize
+    read = READ_NS_PER_BYTE * ITEMSIZE[dtype if isinstance(dtype, str) else np.dtype(dtype).name]
     nm, nn = -(-M // tm), -(-N // tn)
     mv = np.minimum(tm, M - np.arange(nm) * tm)
     nv = np.minimum(tn, N - np.arange(nn) * tn)

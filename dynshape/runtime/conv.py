@@ -31,7 +31,7 @@ from dynshape.planning.conv import build_table
 from dynshape.runtime import config
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.targets import get_target
-from dynshape.runtime.layout import element_strides, flat_view
+from dynshape.runtime.layout import element_strides, flat_view, kernel_dtype
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
 
@@ -135,16 +135,15 @@ class ConvExecutor(Executor):
         return build_table(g, key.dtype, key.target, key.threads, slot, variant)
 
     def bind(self, launch, g, table):
-        x, w, b = launch.inputs
-        dt = launch.out.dtype
+        dt = _kdt(launch.out.dtype)
         ops = _operands(launch, dt)
         return _common(launch, table, ops)
 
     def call(self, driver, launch, table, common):
         x, w, b = launch.inputs
-        dt = launch.out.dtype
+        dt = _kdt(launch.out.dtype)
         ops = _operands(launch, dt)
-        wbuf = w.reshape(-1) if w.size else np.zeros(1, dt)
+        wbuf = flat_view(w)[0] if w.size else np.zeros(1, dt)
         prog, pattrs, sides, cgeo = launch.extra.get("steps") or _no_steps(dt)
         driver(ops[0][0], wbuf, ops[3][0], ops[2][0], ops[1][0], common, table.entries,
                launch.fattrs, prog, pattrs, sides, cgeo)
@@ -158,17 +157,22 @@ class ConvExecutor(Executor):
             return None
         target, dt = get_target(launch.target), launch.dtype
         entries, fattrs, nth = table.entries, launch.fattrs, config.num_threads()
-        prog, pattrs, sides, cgeo = _no_steps(launch.out.dtype)
-        dummy = np.zeros(1, launch.out.dtype)
+        prog, pattrs, sides, cgeo = _no_steps(_kdt(launch.out.dtype))
+        dummy = np.zeros(1, _kdt(launch.out.dtype))
 
         def go(arrays, out):
             if _forced_slot.get() is not None or config.num_threads() != nth:
                 return False
             bbuf = flat_view(arrays[2])[0] if len(arrays) == 3 else dummy
-            target.driver(FAMILY, dt)(flat_view(arrays[0])[0], arrays[1].reshape(-1), bbuf,
+            target.driver(FAMILY, dt)(flat_view(arrays[0])[0], flat_view(arrays[1])[0], bbuf,
                                       dummy, flat_view(out)[0], common, entries, fattrs, prog,
                                       pattrs, sides, cgeo)
         return go
+
+
+def _kdt(dt):
+    """The dtype the kernels see for dt (the carrier of a half-precision format)."""
+    return kernel_dtype(dt) or dt
 
 
 def _operands(launch, dt):

@@ -35,6 +35,8 @@ MATMUL_DOT_SLOT = 4
 
 
 def matmul_slots(dtype):
-    """The (MR, NR, MC, NC, KC) slots of ``dtype`` (float32 or float64)."""
+    """The (MR, NR, MC, NC, KC) slots of ``dtype``: float64's, or float32's (float32 and the
+    half-precision formats, computed in float32)."""
     import numpy as np
-    return MATMUL_SLOTS_F64 if np.dtype(dtype) == np.float64 else MATMUL_SLOTS_F32
+    name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    return MATMUL_SLOTS_F64 if name == "float64" else MATMUL_SLOTS_F32

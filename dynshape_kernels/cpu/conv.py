@@ -22,7 +22,9 @@ t % threads), each thread with its own packed buffers; every entry ends in the e
 if any, over the whole tile). It is compiled once per dtype (``drivers.get("conv", dtype)``).
 
 Accuracy: each output is a sum of K products accumulated in the input dtype (float32 FMAs
-in float32, blocked by KC and by vector lanes); the error is bounded by about
+in float32, blocked by KC and by vector lanes; float16 / bfloat16 operands are widened to
+float32 as they are packed, accumulated in float32 and rounded once to the format when
+stored); the error is bounded by about
 ``K * eps * sum|x||w|`` and in practice far below it: tests hold float32 results to
 ``1e-4 * sum|x||w|`` (+ |bias| + |residual|) and float64 to ``1e-12`` of that scale.
 """
@@ -42,6 +44,9 @@ from ..abi.conv_table import (CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB
 from .conv_window import pack_window
 from .gemm import _aligned_empty, _kc_block, _slot_cfg_stub, _uk0, _uk1, pack_a
 from .gemm_ukernel import load_at
+from .half import compute_empty, load
+from .scalar_ops import cast_like
+from ..abi.storage import carrier
 from .steps import MAX_SIDES
 
 #: (max output channels, max output positions, unused) per slot, for every dtype
@@ -75,7 +80,7 @@ def gemm_tile(slot, x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0
     KW = common[CV_KW]
     Cg = common[CV_CG]
     K = Cg * KH * KW
-    MR, NR, KCmax = _ukernel(slot, y)
+    MR, NR, KCmax = _ukernel(slot, ws_c)
     KC = _kc_block(K, KCmax, 1)
     nv = vh * vw
     mpan = (mv + MR - 1) // MR
@@ -104,7 +109,7 @@ def gemm_tile(slot, x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0
     steps = prog.shape[0] > 0
     for i in range(mv):
         m = mg + i
-        bval = load_at(b, common[CV_BOFF] + m * common[CV_BS]) if has_b else zero
+        bval = load(load_at(b, common[CV_BOFF] + m * common[CV_BS])) if has_b else zero
         yo = (common[CV_YOFF] + n * common[CV_YSN] + m * common[CV_YSC]
               + oh0 * common[CV_YSH] + ow0 * common[CV_YSW])
         ro = (common[CV_ROFF] + n * common[CV_RSN] + m * common[CV_RSC]
@@ -163,8 +168,9 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
     K = common[CV_CG] * common[CV_KH] * common[CV_KW]
     base = common[CV_IDBASE]
     code = common[CV_ACT]
-    a0 = y.dtype.type(fattrs[0])
-    a1 = y.dtype.type(fattrs[1])
+    a0 = cast_like(y, fattrs[0])
+    a1 = cast_like(y, fattrs[1])
+    proto = compute_empty(y, 0)     # the workspaces' dtype (float32 for half precision)
     # per-thread workspace for the largest tile of the table (not of the slot)
     sa = 1
     sb = 1
@@ -181,7 +187,7 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
             sb = max(sb, zb)
             sc = max(sc, zc)
         else:
-            MR, NR, KCmax = _ukernel(slot, y)
+            MR, NR, KCmax = _ukernel(slot, proto)
             KC = _kc_block(K, KCmax, 1)
             mp = (entries[t, T_MV] + MR - 1) // MR * MR
             npos = (entries[t, T_VH] * entries[t, T_VW] + NR - 1) // NR * NR
@@ -204,9 +210,10 @@ def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, 
                     prog, pattrs, sides, cgeo):
     """Entries th, th + nth, ... (cyclic: clipped tail tiles spread over the threads), with
     this thread's workspace."""
-    ws_a = _aligned_empty(sa, y)
-    ws_b = _aligned_empty(sb, y)
-    ws_c = _aligned_empty(sc, y)
+    proto = compute_empty(y, 0)
+    ws_a = _aligned_empty(sa, proto)
+    ws_b = _aligned_empty(sb, proto)
+    ws_c = _aligned_empty(sc, proto)
     lgeo = np.zeros((MAX_SIDES, 4), np.int64)
     base = common[CV_IDBASE]
     N = common[CV_N]
@@ -237,8 +244,8 @@ def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, 
 
 
 def signature(dtype):
-    ro = types.Array(getattr(types, dtype), 1, "C", readonly=True)
-    rw = types.Array(getattr(types, dtype), 1, "C")
+    ro = types.Array(getattr(types, carrier(dtype)), 1, "C", readonly=True)
+    rw = types.Array(getattr(types, carrier(dtype)), 1, "C")
     tab = types.Array(types.int64, 2, "C", readonly=True)
     return (ro, ro, ro, ro, rw, types.Array(types.int64, 1, "C", readonly=True), tab,
             types.Array(types.float64, 1, "C", readonly=True),

@@ -21,6 +21,7 @@ from ..abi.conv_table import (CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB
                           CV_YSH, CV_YSN, CV_YSW)
 from .conv_window import col_range
 from .gemm_ukernel import load_at, store_at
+from .half import load
 
 
 @njit(cache=True)
@@ -49,10 +50,10 @@ def _pack_rows(x, xc, xsh, xsw, H, W, ih0, iw0, R, Wp, buf):
         s = xc + ih * xsh + iw0 * xsw
         if xsw == 1:
             for j in range(lo, hi):
-                store_at(buf, d + j, load_at(x, s + j))
+                store_at(buf, d + j, load(load_at(x, s + j)))
         else:
             for j in range(lo, hi):
-                store_at(buf, d + j, load_at(x, s + j * xsw))
+                store_at(buf, d + j, load(load_at(x, s + j * xsw)))
         for j in range(hi, Wp):
             store_at(buf, d + j, zero)
 
@@ -88,16 +89,17 @@ def _add_taps(acc, a0_, buf, w, wr, vh, vw, Wp, pitch, KH, KW, sh, sw, dh, dw):
             o = kh * dh * Wp
             kw = 0
             while kw + 3 <= KW:
-                _flat3(acc, a0_, n, buf, o + kw * dw, dw, load_at(w, wk + kw),
-                       load_at(w, wk + kw + 1), load_at(w, wk + kw + 2))
+                _flat3(acc, a0_, n, buf, o + kw * dw, dw, load(load_at(w, wk + kw)),
+                       load(load_at(w, wk + kw + 1)), load(load_at(w, wk + kw + 2)))
                 kw += 3
             for k in range(kw, KW):
-                _flat1(acc, a0_, n, buf, o + k * dw, load_at(w, wk + k))
+                _flat1(acc, a0_, n, buf, o + k * dw, load(load_at(w, wk + k)))
         else:
             for r in range(vh):
                 o = (r * sh + kh * dh) * Wp
                 for k in range(KW):
-                    _strided1(acc, a0_ + r * pitch, vw, buf, o + k * dw, sw, load_at(w, wk + k))
+                    _strided1(acc, a0_ + r * pitch, vw, buf, o + k * dw, sw,
+                              load(load_at(w, wk + k)))
 
 
 @njit(cache=True)
@@ -120,7 +122,8 @@ def direct_tile(x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0, iw
     has_b = common[CV_HASB] != 0
     has_r = common[CV_HASR] != 0
     for i in range(mv):          # accumulators start at the bias
-        bval = load_at(b, common[CV_BOFF] + (mfirst + i) * common[CV_BS]) if has_b else zero
+        bval = load(load_at(b, common[CV_BOFF] + (mfirst + i) * common[CV_BS])) if has_b \
+            else zero
         a = i * vh * pitch
         for q in range(vh * pitch):
             store_at(acc, a + q, bval)

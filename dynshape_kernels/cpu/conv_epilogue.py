@@ -25,6 +25,7 @@ from numba import njit
 from .steps import MAX_SIDES, apply_steps
 from .switches import map_inplace
 from .gemm_ukernel import load_at, store_at
+from .half import load, store
 from .scalar_ops import IDENTITY
 
 
@@ -44,10 +45,11 @@ def prepare_channel(acc, a, vh, vw, pitch, has_b, bval, has_r, res, ro, rsh, rsw
                 s = ro + r * rsh
                 if rsw == 1:
                     for j in range(vw):
-                        store_at(acc, d + j, load_at(acc, d + j) + load_at(res, s + j))
+                        store_at(acc, d + j, load_at(acc, d + j) + load(load_at(res, s + j)))
                 else:
                     for j in range(vw):
-                        store_at(acc, d + j, load_at(acc, d + j) + load_at(res, s + j * rsw))
+                        store_at(acc, d + j,
+                                 load_at(acc, d + j) + load(load_at(res, s + j * rsw)))
     if code != IDENTITY:
         n_ = (vh - 1) * pitch + vw
         seg = acc[a:a + n_]
@@ -62,10 +64,10 @@ def store_channel(acc, a, vh, vw, pitch, y, yo, ysh, ysw):
         o = yo + r * ysh
         if ysw == 1:
             for j in range(vw):
-                store_at(y, o + j, load_at(acc, d + j))
+                store_at(y, o + j, store(y, load_at(acc, d + j)))
         else:
             for j in range(vw):
-                store_at(y, o + j * ysw, load_at(acc, d + j))
+                store_at(y, o + j * ysw, store(y, load_at(acc, d + j)))
 
 
 @njit(cache=True)

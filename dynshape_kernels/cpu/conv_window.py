@@ -16,6 +16,7 @@ im2col matrix) is ever made. Columns past ``vh*vw`` in the last micro-panel are 
 from numba import njit
 
 from .gemm_ukernel import load_at, store_at
+from .half import load
 
 
 @njit(cache=True)
@@ -60,10 +61,10 @@ def _copy_seg(x, s0, xs, dst, p0, lo, hi, NR, PS, d0):
         s = s0 + j * xs
         if xs == 1:
             for t in range(n):
-                store_at(dst, d + t, load_at(x, s + t))
+                store_at(dst, d + t, load(load_at(x, s + t)))
         else:
             for t in range(n):
-                store_at(dst, d + t, load_at(x, s + t * xs))
+                store_at(dst, d + t, load(load_at(x, s + t * xs)))
         j += n
 
 

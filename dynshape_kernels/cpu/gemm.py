@@ -1,4 +1,6 @@
-"""Static-tile GEMM kernels for dynshape (float32 / float64, CPU, Numba).
+"""Static-tile GEMM kernels for dynshape (float32 / float64, CPU, Numba; float16 / bfloat16
+through their carriers: widened to float32 when packed, computed by the float32 micro-kernels
+with float32 accumulators, rounded once to the format when the tile is stored).
 
 Layers (BLIS style, all our own Numba code -- nothing is delegated to BLAS):
 
@@ -41,6 +43,8 @@ from numba.extending import overload
 from ..abi.step_program import MAX_SIDES
 from ..abi.tiles import (MATMUL_DOT_SLOT, MATMUL_NSLOTS, MATMUL_SLOTS_F32, MATMUL_SLOTS_F64,
                          matmul_slots)
+from ..abi.storage import carrier
+from .half import compute_empty, load, store
 from .steps import apply_steps
 from .switches import map_inplace
 from .gemm_pack import _aligned_empty, _kc_block, _pack_bt, _pack_rows, pack_a, pack_b  # noqa: F401
@@ -90,6 +94,57 @@ def _call_uk(slot, kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc):
         _uk3(kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc)
 
 
+def is_half(arr):
+    """Whether ``arr`` holds a half-precision format (its carrier), at compile time."""
+
+
+@overload(is_half)
+def _is_half(arr):
+    h = _half_dtype(arr.dtype)
+    return lambda arr: h
+
+
+def _direct_b_panels(slot, kc, ws_a, b_buf, db0, nfull, NR, b_rs, ws_c, ldc, acc):
+    """The nfull whole NR-panels of a row-contiguous B read in place by the micro-kernel
+    (never for a half-precision B, which is widened by packing: ``nfull`` is 0 then)."""
+
+
+@overload(_direct_b_panels)
+def _direct_b_panels_impl(slot, kc, ws_a, b_buf, db0, nfull, NR, b_rs, ws_c, ldc, acc):
+    if _half_dtype(b_buf.dtype):
+        return lambda slot, kc, ws_a, b_buf, db0, nfull, NR, b_rs, ws_c, ldc, acc: None
+
+    def impl(slot, kc, ws_a, b_buf, db0, nfull, NR, b_rs, ws_c, ldc, acc):
+        for jr in range(nfull):
+            _call_uk(slot, kc, ws_a, 0, b_buf, db0 + jr * NR, b_rs, ws_c, jr * NR, ldc, acc)
+    return impl
+
+
+def _dot_a_rows(a_buf, off, a_rs, a_cs, pc, rows, kc, MR, ws_a):
+    """(buffer, offset, row stride) of the dot slot's A rows: read in place when they are
+    k-contiguous and whole (and not half precision), else packed row-major into ws_a."""
+
+
+@overload(_dot_a_rows)
+def _dot_a_rows_impl(a_buf, off, a_rs, a_cs, pc, rows, kc, MR, ws_a):
+    if _half_dtype(a_buf.dtype):
+        def packed(a_buf, off, a_rs, a_cs, pc, rows, kc, MR, ws_a):
+            _pack_rows(a_buf, off + pc * a_cs, a_rs, a_cs, rows, kc, MR, ws_a)
+            return ws_a, 0, kc
+        return packed
+
+    def impl(a_buf, off, a_rs, a_cs, pc, rows, kc, MR, ws_a):
+        if a_cs == 1 and rows == MR:
+            return a_buf, off + pc, a_rs
+        _pack_rows(a_buf, off + pc * a_cs, a_rs, a_cs, rows, kc, MR, ws_a)
+        return ws_a, 0, kc
+    return impl
+
+
+def _half_dtype(dt):
+    return dt in (types.uint16, types.int16)
+
+
 # --------------------------------------------------------------------------
 # packing
 # --------------------------------------------------------------------------
@@ -118,13 +173,14 @@ def _epilogue(ws_c, ldc, mv, nv, c_buf, c_off, c_rs, c_cs, alpha, beta,
             ci = cin_off + i * cin_rs
             if cin_cs == 1:
                 for j in range(nv):
-                    store_at(ws_c, w + j, al * load_at(ws_c, w + j) + be * load_at(cin_buf, ci + j))
+                    store_at(ws_c, w + j, al * load_at(ws_c, w + j) + be * load(load_at(cin_buf, ci + j)))
             else:
                 for j in range(nv):
-                    store_at(ws_c, w + j, al * load_at(ws_c, w + j) + be * load_at(cin_buf, ci + j * cin_cs))
+                    store_at(ws_c, w + j,
+                             al * load_at(ws_c, w + j) + be * load(load_at(cin_buf, ci + j * cin_cs)))
         if has_bias:
             for j in range(nv):
-                store_at(ws_c, w + j, load_at(ws_c, w + j) + load_at(bias_buf, bias_off + j * bias_s))
+                store_at(ws_c, w + j, load_at(ws_c, w + j) + load(load_at(bias_buf, bias_off + j * bias_s)))
         if act > 0:  # unary op code + 1, vectorized over the row
             map_inplace(act - 1, ws_c[w:w + nv], nv, zero, zero)
     if prog.shape[0] > 0:
@@ -134,10 +190,10 @@ def _epilogue(ws_c, ldc, mv, nv, c_buf, c_off, c_rs, c_cs, alpha, beta,
         co = c_off + i * c_rs
         if c_cs == 1:
             for j in range(nv):
-                store_at(c_buf, co + j, load_at(ws_c, w + j))
+                store_at(c_buf, co + j, store(c_buf, load_at(ws_c, w + j)))
         else:
             for j in range(nv):
-                store_at(c_buf, co + j * c_cs, load_at(ws_c, w + j))
+                store_at(c_buf, co + j * c_cs, store(c_buf, load_at(ws_c, w + j)))
 
 
 @njit(cache=True)
@@ -150,12 +206,12 @@ def _tile_dot(m0, n0, mv, nv, bt, K,
               ws_a, ws_b, ws_c, b_state, prog, pattrs, sides, sgeo):
     """Tile of the inner-product slot: A rows read in place when a_cs == 1
     (else packed row-major), B packed transposed (reused across tiles)."""
-    cfg = _slot_cfg_stub(c_buf)[DOT_SLOT]
+    cfg = _slot_cfg_stub(ws_c)[DOT_SLOT]
     MR = cfg[0]
     NR = cfg[1]
     NC = cfg[3]
     KCmax = cfg[4]
-    W = 64 // c_buf.itemsize
+    W = 64 // ws_c.itemsize
     ldc = NC
     mpan = (mv + MR - 1) // MR
     npan = (nv + NR - 1) // NR
@@ -180,15 +236,8 @@ def _tile_dot(m0, n0, mv, nv, bt, K,
         acc = 1 if kb > 0 else 0
         for ir in range(mpan):
             rows = min(MR, mv - ir * MR)
-            if a_cs == 1 and rows == MR:
-                pa = a_buf
-                pao = a0 + ir * MR * a_rs + pc
-                lda = a_rs
-            else:
-                _pack_rows(a_buf, a0 + ir * MR * a_rs + pc * a_cs, a_rs, a_cs, rows, kc, MR, ws_a)
-                pa = ws_a
-                pao = 0
-                lda = kc
+            pa, pao, lda = _dot_a_rows(a_buf, a0 + ir * MR * a_rs, a_rs, a_cs, pc, rows, kc,
+                                       MR, ws_a)
             for jr in range(npan):
                 pb0 = pbo + jr * NR * kc
                 cb0 = ir * MR * ldc + jr * NR
@@ -237,7 +286,7 @@ def _tile(slot, m0, n0, mv, nv, bt, K,
                   bias_buf, bias_off, bias_s, has_bias, act, ws_a, ws_b, ws_c, b_state,
                   prog, pattrs, sides, sgeo)
         return
-    cfg = _slot_cfg_stub(c_buf)[slot]
+    cfg = _slot_cfg_stub(ws_c)[slot]
     MR = cfg[0]
     NR = cfg[1]
     NC = cfg[3]
@@ -252,7 +301,7 @@ def _tile(slot, m0, n0, mv, nv, bt, K,
     # B read in place (row-contiguous B, tile with a single A panel, so a
     # packed B would be used once): the nfull whole NR-panels are direct,
     # only the N-tail panel is packed.
-    nfull = nv // NR if (b_cs == 1 and mpan == 1) else 0
+    nfull = nv // NR if (b_cs == 1 and mpan == 1 and not is_half(b_buf)) else 0
     direct_b = nfull > 0
     # whole-K packed-B cache, reused by consecutive tiles with the same B panel
     reuse = (not direct_b) and nkb * KC * NC <= ws_b.size
@@ -270,9 +319,7 @@ def _tile(slot, m0, n0, mv, nv, bt, K,
         pbo = kb * KC * NC if reuse else 0
         if direct_b:
             db0 = b0 + pc * b_rs
-            for jr in range(nfull):
-                _call_uk(slot, kc, ws_a, 0, b_buf, db0 + jr * NR, b_rs,
-                         ws_c, jr * NR, ldc, acc)
+            _direct_b_panels(slot, kc, ws_a, b_buf, db0, nfull, NR, b_rs, ws_c, ldc, acc)
             if nfull < npan:
                 pack_b(b_buf, db0 + nfull * NR, b_rs, b_cs, kc, nv - nfull * NR, NR, ws_b, 0)
                 _call_uk(slot, kc, ws_a, 0, ws_b, 0, NR, ws_c, nfull * NR, ldc, acc)
@@ -334,12 +381,13 @@ def matmul_driver(table, M, N, K, boffs,
     ntiles = table.shape[0]
     nbatch = boffs.shape[0]
     nth = max(1, min(nthreads, ntiles))
-    cfg = _slot_cfg_stub(c_buf)
+    proto = compute_empty(c_buf, 0)      # the workspaces' dtype (float32 for half precision)
+    cfg = _slot_cfg_stub(proto)
     # workspace sizes over the slots used by the table
     sa = 1
     sb = 1
     sc = 1
-    W = 64 // c_buf.itemsize
+    W = 64 // proto.itemsize
     for t in range(ntiles):
         s = table[t, 0]
         MR = cfg[s][0]
@@ -356,9 +404,9 @@ def matmul_driver(table, M, N, K, boffs,
     for th in prange(nth):
         lo = th * ntiles // nth
         hi = (th + 1) * ntiles // nth
-        ws_a = _aligned_empty(sa, c_buf)
-        ws_b = _aligned_empty(sb, c_buf)
-        ws_c = _aligned_empty(sc, c_buf)
+        ws_a = _aligned_empty(sa, proto)
+        ws_b = _aligned_empty(sb, proto)
+        ws_c = _aligned_empty(sc, proto)
         b_state = np.zeros(6, np.int64)
         for t in range(lo, hi):
             bt = table[t, 5]
@@ -378,8 +426,9 @@ def matmul_driver(table, M, N, K, boffs,
 
 
 def matmul_signature(dtype):
-    """The one Numba signature of ``matmul_driver`` for ``dtype`` ("float32"/"float64")."""
-    f = getattr(types, dtype)
+    """The one Numba signature of ``matmul_driver`` for ``dtype`` (float32, float64 or a
+    half-precision format through its carrier)."""
+    f = getattr(types, carrier(dtype))
     buf = types.Array(f, 1, "C", readonly=True)
     out = types.Array(f, 1, "C")
     i64 = types.int64

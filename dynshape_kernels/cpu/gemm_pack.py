@@ -1,11 +1,13 @@
 """Packing for the matmul (and conv) micro-kernels: A into MR-row panels, B into NR-column
 panels (row-major inside a panel, zero-padded to whole micro-tiles), and the KC blocking
 that balances K over blocks. Index arithmetic through ``load_at``/``store_at`` (no
-negative-index wrap-around)."""
+negative-index wrap-around). Half-precision operands (carriers, ``half.py``) are widened to
+float32 as they are packed, so the float32 micro-kernels run on them unchanged."""
 import numpy as np
 from numba import njit
 
 from .gemm_ukernel import load_at, store_at
+from .half import load
 
 
 @njit(cache=True)
@@ -36,24 +38,24 @@ def pack_a(a, off, rs, cs, mv, kc, MR, dst):
                     s = s0 + k * cs
                     d = base + k * MR
                     for r in range(MR):
-                        store_at(dst, d + r, load_at(a, s + r))
+                        store_at(dst, d + r, load(load_at(a, s + r)))
             elif cs == 1:
                 for k in range(kc):
                     d = base + k * MR
                     for r in range(MR):
-                        store_at(dst, d + r, load_at(a, s0 + r * rs + k))
+                        store_at(dst, d + r, load(load_at(a, s0 + r * rs + k)))
             else:
                 for k in range(kc):
                     d = base + k * MR
                     s = s0 + k * cs
                     for r in range(MR):
-                        store_at(dst, d + r, load_at(a, s + r * rs))
+                        store_at(dst, d + r, load(load_at(a, s + r * rs)))
         else:  # tail path: zero padded rows
             for k in range(kc):
                 d = base + k * MR
                 s = s0 + k * cs
                 for r in range(rows):
-                    store_at(dst, d + r, load_at(a, s + r * rs))
+                    store_at(dst, d + r, load(load_at(a, s + r * rs)))
                 for r in range(rows, MR):
                     store_at(dst, d + r, 0)
 
@@ -75,24 +77,24 @@ def pack_b(b, off, rs, cs, kc, nv, NR, dst, dbase):
                     s = s0 + k * rs
                     d = base + k * NR
                     for j in range(NR):
-                        store_at(dst, d + j, load_at(b, s + j))
+                        store_at(dst, d + j, load(load_at(b, s + j)))
             elif rs == 1:  # column-major B: contiguous reads along k
                 for j in range(NR):
                     s = s0 + j * cs
                     for k in range(kc):
-                        store_at(dst, base + k * NR + j, load_at(b, s + k))
+                        store_at(dst, base + k * NR + j, load(load_at(b, s + k)))
             else:
                 for k in range(kc):
                     s = s0 + k * rs
                     d = base + k * NR
                     for j in range(NR):
-                        store_at(dst, d + j, load_at(b, s + j * cs))
+                        store_at(dst, d + j, load(load_at(b, s + j * cs)))
         else:  # tail path: zero padded columns
             for k in range(kc):
                 s = s0 + k * rs
                 d = base + k * NR
                 for j in range(cols):
-                    store_at(dst, d + j, load_at(b, s + j * cs))
+                    store_at(dst, d + j, load(load_at(b, s + j * cs)))
                 for j in range(cols, NR):
                     store_at(dst, d + j, 0)
 
@@ -107,10 +109,10 @@ def _pack_rows(a, off, rs, cs, rows, kc, MR, dst):
             s = off + r * rs
             if cs == 1:
                 for k in range(kc):
-                    store_at(dst, d + k, load_at(a, s + k))
+                    store_at(dst, d + k, load(load_at(a, s + k)))
             else:
                 for k in range(kc):
-                    store_at(dst, d + k, load_at(a, s + k * cs))
+                    store_at(dst, d + k, load(load_at(a, s + k * cs)))
         else:
             for k in range(kc):
                 store_at(dst, d + k, 0)
@@ -127,10 +129,10 @@ def _pack_bt(b, off, rs, cs, kc, nv, NR, dst, dbase):
             s = off + j * cs
             if rs == 1:
                 for k in range(kc):
-                    store_at(dst, d + k, load_at(b, s + k))
+                    store_at(dst, d + k, load(load_at(b, s + k)))
             else:
                 for k in range(kc):
-                    store_at(dst, d + k, load_at(b, s + k * rs))
+                    store_at(dst, d + k, load(load_at(b, s + k * rs)))
         else:
             for k in range(kc):
                 store_at(dst, d + k, 0)

@@ -1,6 +1,7 @@
 """conv2d against a float64 NumPy reference, table invariants, no compilation, errors."""
 import math
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -117,13 +118,20 @@ def check_close(y, x, w, b, res, attrs, act=None):
     scale = ref_conv(np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)),
                      None if b is None else np.abs(b.astype(np.float64)), **kw)
     if res is not None:
-        lin = lin + res
+        lin = lin + np.asarray(res, np.float64)
         scale = scale + np.abs(res.astype(np.float64))
     ref = ACTS[act](lin)
     K = w.shape[1] * w.shape[2] * w.shape[3] + (b is not None) + (res is not None)
-    eps = np.finfo(dt).eps
-    tol = 1.2 * 4 * np.sqrt(K) * eps * scale \
-        + (4e-6 if dt == np.float32 else 1e-14) * (np.abs(ref) + 1e-30)
+    if y.dtype.itemsize == 2:
+        # half precision: float32 accumulation, then one rounding to the format (unit
+        # roundoff u; float16's subnormal spacing near 0)
+        u = 2.0 ** -11 if y.dtype == np.float16 else 2.0 ** -8
+        acc = 1.2 * 4 * np.sqrt(K) * 2.0 ** -23 * scale + 4e-6 * np.abs(ref)
+        tol = acc + u * (np.abs(ref) + acc) + 2.0 ** -24
+    else:
+        eps = np.finfo(dt).eps
+        tol = 1.2 * 4 * np.sqrt(K) * eps * scale \
+            + (4e-6 if dt == np.float32 else 1e-14) * (np.abs(ref) + 1e-30)
     err = np.abs(y.astype(np.float64) - ref)
     assert (err <= tol).all(), (f"max error {err.max():.3g}, tolerance there "
                                 f"{tol.flat[np.argmax(err - tol)]:.3g}")
@@ -131,8 +139,8 @@ def check_close(y, x, w, b, res, attrs, act=None):
 
 # ---- random cases ------------------------------------------------------------------------------
 @st.composite
-def conv_cases(draw, max_side=40):
-    dtype = draw(st.sampled_from([np.float32, np.float64]))
+def conv_cases(draw, max_side=40, dtypes=(np.float32, np.float64)):
+    dtype = draw(st.sampled_from(dtypes))
     N = draw(st.integers(1, 3))
     depthwise = draw(st.booleans())
     group = draw(st.sampled_from([1, 1, 2, 3]))
@@ -181,6 +189,20 @@ def test_matches_reference(case, forced):
     with conv_executor.forcing_slot(forced):
         args = (x, w) if b is None else (x, w, b)
         y = dynshape.run("conv2d", *args, activation=_act_arg(act), residual=res, **attrs)
+    check_close(y, x, w, b, res, dict(attrs, pads=real), act)
+
+
+@given(conv_cases(max_side=23, dtypes=(np.float16, ml_dtypes.bfloat16)),
+       st.sampled_from([None, 0, 1, DIRECT_SLOT]))
+@settings(max_examples=40)
+def test_half_precision_matches_reference(case, forced):
+    """float16/bfloat16 through every slot: widened when packed (or loaded by the direct
+    kernel), accumulated in float32, the epilogue in float32, one rounding to the format."""
+    x, w, b, res, act, attrs, real = case
+    with conv_executor.forcing_slot(forced):
+        args = (x, w) if b is None else (x, w, b)
+        y = dynshape.run("conv2d", *args, activation=_act_arg(act), residual=res, **attrs)
+    assert y.dtype == x.dtype
     check_close(y, x, w, b, res, dict(attrs, pads=real), act)
 
 

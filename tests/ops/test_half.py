@@ -1,9 +1,10 @@
 """Half precision (float16, bfloat16) on the elementwise families: every op against a float32
 NumPy reference rounded to the storage format, within the documented ULP bound (0 for the
 exact ops, 1 for the transcendental ones); special values; views and broadcasting; the
-promotion table; the catalog; no compilation on new shapes (elementwise, reduce, rowwise,
-pool); families that do not take half precision yet refuse it by name. The reduce, rowwise
-and pool families' property tests include the half formats in their own modules."""
+promotion table; the catalog; no compilation on new shapes (every family but fused
+sequences); fused sequences, which do not take half precision yet, refuse it by name. The
+reduce, rowwise, pool, matmul and conv families' property tests include the half formats in
+their own modules."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -128,7 +129,7 @@ def test_promotion_table():
 
 
 def test_kernels_are_in_the_catalog_and_explain_names_them():
-    for fam in ("unary", "binary", "reduce", "rowwise", "pool"):
+    for fam in ("unary", "binary", "reduce", "rowwise", "pool", "matmul", "conv"):
         assert {"float16", "bfloat16"} <= set(dynshape.CATALOG.families[fam].dtypes)
     t = dynshape.explain("gelu", (37, 1999), dtype="bfloat16")
     kernels = {dynshape.CATALOG.kernels[int(k)] for k in np.unique(t.entries[:, 0])}
@@ -146,6 +147,8 @@ def test_a_new_shape_compiles_nothing():
     dynshape.run("sum", x, axis=0)
     dynshape.run("layer_norm", x)
     dynshape.run("avg_pool2d", x[None, None], kernel_shape=(2, 2))
+    dynshape.run("matmul", x, x.T)
+    dynshape.run("conv2d", x[None, None], np.ones((2, 1, 1, 1), BF16))
     with testing.count_compilations() as c:
         for shape in [(13, 1001), (1, 3), (301, 3)]:
             y = np.ones(shape, BF16)
@@ -156,14 +159,15 @@ def test_a_new_shape_compiles_nothing():
             dynshape.run("layer_norm", y, np.ones(shape[-1], BF16))
             dynshape.run("softmax", y, axis=0)
             dynshape.run("max_pool2d", y[None, None], kernel_shape=(1, 2))
+            dynshape.run("matmul", y, y.T)
+            dynshape.run("conv2d", y[None, None], np.ones((2, 1, 1, 1), BF16))
     assert c.count == 0
 
 
 @pytest.mark.parametrize("call", [
-    lambda x: dynshape.run("matmul", x, x.T),
-    lambda x: dynshape.run("conv2d", x[None, None], x[None, None, :2, :2]),
     lambda x: dynshape.fuse(["relu", "exp"])(x),
-], ids=["matmul", "conv", "fused"])
+    lambda x: dynshape.fuse(["matmul", "relu"])(x, x.T),
+], ids=["fused", "fused-matmul"])
 @pytest.mark.parametrize("fmt", [F16, BF16], ids=str)
 def test_families_without_half_precision_refuse_it_by_name(call, fmt):
     with pytest.raises(dynshape.DtypeError, match=f"{fmt}.*accepted: .*float32"):

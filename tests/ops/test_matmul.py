@@ -1,5 +1,6 @@
 """matmul (NumPy semantics) and gemm (ONNX semantics) against NumPy in float64; tables,
 counting invariants and errors."""
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -16,6 +17,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 PRIMES = [1, 2, 3, 5, 7, 13, 17, 31, 61, 97, 127, 257]
 dims = st.one_of(st.sampled_from(PRIMES), st.integers(1, 300))
 dtypes = st.sampled_from([np.float32, np.float64])
+BF16 = np.dtype(ml_dtypes.bfloat16)
 ACTS = {None: lambda x: x, "relu": lambda x: np.maximum(x, 0), "tanh": np.tanh,
         "abs": np.abs, "sigmoid": lambda x: 1 / (1 + np.exp(-x))}
 
@@ -53,7 +55,7 @@ def _view(draw, shape, dt, rng):
 
 
 @st.composite
-def matmul_cases(draw):
+def matmul_cases(draw, dtypes=dtypes):
     M, N, K = draw(dims), draw(dims), draw(dims)
     dt = draw(dtypes)
     rng = np.random.default_rng(draw(st.integers(0, 2**31)))
@@ -108,6 +110,38 @@ def test_matmul_matches_numpy(case, act, use_bias, use_res, data):
     else:
         assert y.shape == ref.shape
         _check(y, ref, absref, K, dt)
+
+
+#: unit roundoff of the half-precision formats
+HALF_U = {np.dtype(np.float16): 2.0 ** -11, BF16: 2.0 ** -8}
+
+
+@settings(max_examples=40)
+@given(matmul_cases(dtypes=st.sampled_from([np.float16, BF16])), st.booleans(),
+       st.booleans())
+def test_half_precision_accumulates_in_float32_and_rounds_once(case, use_bias, relu):
+    """float16/bfloat16: the float32 bound of the blocked dot product, plus one rounding to
+    the format (and the subnormal spacing of float16 near 0)."""
+    a, b, dt = case
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref = np.matmul(a64, b64)
+    absref = np.matmul(np.abs(a64), np.abs(b64))
+    kw = {}
+    if use_bias and b.ndim > 1:
+        bias = np.random.default_rng(1).standard_normal(b.shape[-1]).astype(dt)
+        kw["bias"] = bias
+        ref = ref + bias.astype(np.float64)
+        absref = absref + np.abs(bias.astype(np.float64))
+    if relu:
+        kw["activation"] = "relu"
+        ref = np.maximum(ref, 0)
+    y = dynshape.run("matmul", a, b, **kw)
+    assert y.dtype == dt and y.shape == ref.shape
+    K = a.shape[-1]
+    acc = 4 * np.sqrt(max(K, 1)) * 2.0 ** -23 * absref
+    tol = acc + HALF_U[np.dtype(dt)] * (np.abs(ref) + acc) + 2.0 ** -24
+    err = np.abs(y.astype(np.float64) - ref)
+    assert (err <= tol).all(), f"max error {err.max()}"
 
 
 @settings(max_examples=40)
