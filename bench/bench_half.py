@@ -1,5 +1,5 @@
-"""Half precision: bfloat16 and float16 elementwise ops against the same ops in float32 and
-against PyTorch's bfloat16/float16 on the CPU.
+"""Half precision: bfloat16 and float16 elementwise ops, reductions, row-wise ops and matmul
+against the same ops in float32 and against PyTorch's bfloat16/float16 on the CPU.
 
     python -m bench.bench_half [--quick] [--json PATH] [--no-torch]
 
@@ -7,7 +7,8 @@ Large elementwise cases (relu, add, gelu, exp) on (3000, 10000) arrays, every si
 into a preallocated output (``out=``); the results are checked against float32 NumPy
 rounded to the format before they are timed. The goal (issue: half precision): elementwise
 in bfloat16 at >= 1.8x the float32 rate in elements per second (half the bytes), and ahead
-of PyTorch's bfloat16. Rates count elements of the output per second.
+of PyTorch's bfloat16. Rates count elements of the output per second. A second table runs
+sum, softmax, layer_norm (over the last axis of the same array) and a 1024^3 matmul.
 """
 import os
 import sys
@@ -51,10 +52,73 @@ def impls(peers, op, arity, x32, fmt, tname):
     return fns, oh
 
 
+#: the other families: (label, dynshape call, torch call, work units, unit); every side
+#: writes into a preallocated output except torch's layer_norm/softmax (no out=)
+MATMUL = (1024, 1024, 1024)
+QUICK_MATMUL = (64, 96, 80)
+
+
+def family_cases(peers, x32, fmt, tname, quick):
+    """{label: (fns, work, unit)} for sum over the last axis, softmax, layer_norm and a
+    square matmul, dynshape in float32 and in the format, PyTorch in the format."""
+    torch = peers.torch
+    M, N, K = QUICK_MATMUL if quick else MATMUL
+    rng = np.random.default_rng(1)
+    a32 = rng.standard_normal((M, K)).astype(np.float32)
+    b32 = rng.standard_normal((K, N)).astype(np.float32)
+    xh = x32.astype(fmt)
+    ah, bh = a32.astype(fmt), b32.astype(fmt)
+    rows = x32.shape[0]
+    cases = {}
+
+    def both(op, args32, argsh, out_shape, **kw):
+        o32, oh = np.empty(out_shape, np.float32), np.empty(out_shape, fmt)
+        return {"dyn f32": lambda: dynshape.run(op, *args32, out=o32, **kw),
+                "dyn half": lambda: dynshape.run(op, *argsh, out=oh, **kw)}
+    cases["sum last"] = (both("sum", [x32], [xh], (rows,), axis=-1), x32.size, "elem")
+    cases["softmax"] = (both("softmax", [x32], [xh], x32.shape), x32.size, "elem")
+    cases["layer_norm"] = (both("layer_norm", [x32], [xh], x32.shape), x32.size, "elem")
+    cases["matmul"] = (both("matmul", [a32, b32], [ah, bh], (M, N)), 2 * M * N * K, "flop")
+    if torch:
+        td = getattr(torch, tname)
+        th = torch.from_numpy(x32).to(td)
+        ta, tb = torch.from_numpy(a32).to(td), torch.from_numpy(b32).to(td)
+        ts, tm = torch.empty(rows, dtype=td), torch.empty((M, N), dtype=td)
+        cases["sum last"][0]["torch half"] = lambda: torch.sum(th, -1, out=ts)
+        cases["softmax"][0]["torch half"] = lambda: torch.softmax(th, -1)
+        cases["layer_norm"][0]["torch half"] = \
+            lambda: peers.F.layer_norm(th, th.shape[-1:])
+        cases["matmul"][0]["torch half"] = lambda: torch.matmul(ta, tb, out=tm)
+    return cases
+
+
+def families(s, peers, x32, rows):
+    s.print()
+    s.print(f"{'case':22s} {'dyn f32':>10s} {'dyn half':>10s} {'torch half':>11s} "
+            f"{'rate half':>12s} {'half/f32 rate':>13s} {'torch/dyn':>10s}")
+    for fname, fmt, tname in FORMATS:
+        for name, (fns, work, unit) in family_cases(peers, x32, fmt, tname, s.quick).items():
+            st = s.time(fns)
+            t = {k: v.median for k, v in st.items()}
+            speed = t["dyn f32"] / t["dyn half"]
+            vs = t["torch half"] / t["dyn half"] if "torch half" in t else None
+            label = f"{name} {fname}"
+            rate = f"{work / t['dyn half'] / 1e9:.2f} G{unit}/s"
+            s.print(f"{label:22s} {fmt_time(t['dyn f32']):>10s} {fmt_time(t['dyn half']):>10s} "
+                    f"{fmt_time(t.get('torch half')):>11s} {rate:>12s} {speed:13.2f} "
+                    f"{('%.2f' % vs) if vs else '-':>10s}")
+            rows.append({"case": label, "half_over_f32_rate": speed, "torch_over_dyn": vs,
+                         "stats": {k: v.as_dict() for k, v in st.items()}})
+    s.print("families: sum over the last axis, softmax and layer_norm over the last axis, "
+            f"matmul {'x'.join(map(str, QUICK_MATMUL if s.quick else MATMUL))}; "
+            "torch's softmax and layer_norm allocate (no out=); fused sequences do not take "
+            "half precision yet")
+
+
 def main(argv=None):
     args = session.options(__doc__, "half.json").parse_args(argv)
     s = session.Session("dynshape half precision (elementwise), out= on every side", args)
-    peers = s.start(families=["unary", "binary"],
+    peers = s.start(families=["unary", "binary", "reduce", "rowwise", "matmul"],
                     dtypes=["float32", "float16", "bfloat16"])
     rng = np.random.default_rng(0)
     shape = QUICK_SHAPE if s.quick else SHAPE
@@ -86,6 +150,7 @@ def main(argv=None):
     s.print("half/f32 rate: elements per second in the half format over float32 (goal >= 1.8); "
             "torch/dyn: PyTorch's time over dynshape's in the same format (> 1: dynshape "
             "faster); torch's gelu has no out= (it allocates)")
+    families(s, peers, x32, rows)
     s.finish({"rows": rows})
 
 
