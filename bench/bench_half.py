@@ -8,7 +8,8 @@ into a preallocated output (``out=``); the results are checked against float32 N
 rounded to the format before they are timed. The goal (issue: half precision): elementwise
 in bfloat16 at >= 1.8x the float32 rate in elements per second (half the bytes), and ahead
 of PyTorch's bfloat16. Rates count elements of the output per second. A second table runs
-sum, softmax, layer_norm (over the last axis of the same array) and a 1024^3 matmul.
+sum, softmax, layer_norm (over the last axis of the same array), a 1024^3 matmul and a fused
+chain ("fused chain": add bias, relu, mul 0.5, exp) against PyTorch eager.
 """
 import os
 import sys
@@ -79,6 +80,13 @@ def family_cases(peers, x32, fmt, tname, quick):
     cases["softmax"] = (both("softmax", [x32], [xh], x32.shape), x32.size, "elem")
     cases["layer_norm"] = (both("layer_norm", [x32], [xh], x32.shape), x32.size, "elem")
     cases["matmul"] = (both("matmul", [a32, b32], [ah, bh], (M, N)), 2 * M * N * K, "flop")
+    chain = dynshape.fuse([("add", "b"), "relu", ("mul", 0.5), "exp"])
+    bias32 = rng.standard_normal(x32.shape[-1]).astype(np.float32)
+    biash = bias32.astype(fmt)
+    f32o, fho = np.empty_like(x32), np.empty_like(xh)
+    cases["fused chain"] = ({"dyn f32": lambda: chain(x32, b=bias32, out=f32o),
+                                        "dyn half": lambda: chain(xh, b=biash, out=fho)},
+                                       x32.size, "elem")
     if torch:
         td = getattr(torch, tname)
         th = torch.from_numpy(x32).to(td)
@@ -89,6 +97,9 @@ def family_cases(peers, x32, fmt, tname, quick):
         cases["layer_norm"][0]["torch half"] = \
             lambda: peers.F.layer_norm(th, th.shape[-1:])
         cases["matmul"][0]["torch half"] = lambda: torch.matmul(ta, tb, out=tm)
+        tbias, to = torch.from_numpy(bias32).to(td), torch.empty_like(th)
+        cases["fused chain"][0]["torch half"] = \
+            lambda: torch.exp(torch.relu(th + tbias) * 0.5, out=to)
     return cases
 
 
@@ -111,14 +122,14 @@ def families(s, peers, x32, rows):
                          "stats": {k: v.as_dict() for k, v in st.items()}})
     s.print("families: sum over the last axis, softmax and layer_norm over the last axis, "
             f"matmul {'x'.join(map(str, QUICK_MATMUL if s.quick else MATMUL))}; "
-            "torch's softmax and layer_norm allocate (no out=); fused sequences do not take "
-            "half precision yet")
+            "torch's softmax and layer_norm allocate (no out=), its eager chain allocates its "
+            "intermediates (the final exp writes out=)")
 
 
 def main(argv=None):
     args = session.options(__doc__, "half.json").parse_args(argv)
     s = session.Session("dynshape half precision (elementwise), out= on every side", args)
-    peers = s.start(families=["unary", "binary", "reduce", "rowwise", "matmul"],
+    peers = s.start(families=["unary", "binary", "reduce", "rowwise", "matmul", "fused"],
                     dtypes=["float32", "float16", "bfloat16"])
     rng = np.random.default_rng(0)
     shape = QUICK_SHAPE if s.quick else SHAPE

@@ -11,8 +11,6 @@ from dynshape.ops.attributes import AUTO_PADS, int_tuple, is_number as _is_numbe
 RUNNING = "_"
 # ops that may lead a chain: the elementwise steps become their driver's epilogue program
 _LEADS = ("matmul", "gemm", "conv2d")
-DTYPES = ("float32", "float64", "int32", "int64")
-_DTYPE_NAMES = {np.dtype(d): d for d in DTYPES}
 
 #: unary steps: every public unary op of the vocabulary
 UNARY = tuple(u.name for u in VOCABULARY_UNARY if u.public)

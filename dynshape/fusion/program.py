@@ -6,11 +6,13 @@ from dynshape_kernels.abi import fused_table as kfused
 from dynshape_kernels.abi.step_program import K_CONST_L, K_CONST_R, K_SIDE_L, K_SIDE_R, K_UNARY
 from dynshape_kernels.abi.vocabulary import (BINARY_OPS, FLOAT_ONLY_UNARY, REDUCE_OPS,
                                              ROWWISE_OPS, UNARY_OPS)
+from dynshape_kernels.abi.storage import HALF_DTYPES
 from dynshape_kernels.catalog import CATALOG
 
 from dynshape import ops
 from dynshape.errors import DomainError, DtypeError
 from dynshape.fusion.parse import RUNNING
+from dynshape.ops.elementwise import result_type
 
 # kinds only the table lists (the driver gets these through its control block)
 K_ROWWISE = 5
@@ -41,7 +43,7 @@ class _Program:
 
 def _constant(step, v, dt):
     try:
-        ok = np.result_type(dt, v) == dt
+        ok = result_type([np.empty(0, dt), v]) == dt
     except TypeError:
         ok = False
     if not ok or (dt.kind == "i" and not float(v).is_integer()):
@@ -53,7 +55,7 @@ def _constant(step, v, dt):
 def build_program(self, dtype):
     """The chain ``self`` (a Fused) as data for ``dtype``; raises DtypeError when a step
     does not support it."""
-    dt = np.dtype(dtype)
+    dt = ops.as_dtype(dtype)
     is_int = dt.kind == "i"
     steps, prog, attrs = [], [], []
     tail, tcode, split, eps_at = kfused.T_NONE, 0, 0, 0
@@ -107,7 +109,7 @@ def build_program(self, dtype):
         elif s.kind == "rowwise":
             if is_int:
                 raise DtypeError(f"{s.where}: {s.op} needs a float input; the chain runs "
-                                 f"in {dtype}; accepted: float32, float64")
+                                 f"in {dtype}; accepted: float32, float64, float16, bfloat16")
             tail, tcode = kfused.T_ROWWISE, ROWWISE_OPS.index(s.op)
             eps_at = attr_slot([s.attrs.get("epsilon", 0.0), 0])
             split = len(prog)
@@ -132,7 +134,7 @@ def build_program(self, dtype):
     attrs.extend([0, 0])
     st = np.array(steps, dtype=np.int64).reshape(-1, 5)
     pr = np.array(prog, dtype=np.int64).reshape(-1, 4)
-    pa = np.array(attrs, dtype=dt)
+    pa = np.array(attrs, dtype=np.float32 if dtype in HALF_DTYPES else dt)
     for a in (st, pr, pa):
         a.flags.writeable = False
     return _Program(st, pr, pa, tail, tcode, split, eps_at, out_dtype)

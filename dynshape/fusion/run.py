@@ -18,11 +18,13 @@ from dynshape.ops import Launch, as_array, check_out, is_planning, new_output
 from dynshape.runtime import replay
 from dynshape.runtime.fused import FUSED, _readonly, dummy
 from dynshape.runtime.replay import REPLAY
-from dynshape.runtime.layout import broadcast_strides, coalesce, element_strides, flat_view, same_view
+from dynshape.runtime.layout import (broadcast_strides, coalesce, element_strides, flat_view,
+                                     kernel_dtype, same_view)
+from dynshape.ops.elementwise import result_type
+from dynshape_kernels.abi.storage import HALF_DTYPES
 from dynshape.tables.fused_table import FusedTable  # noqa: F401  (the table class of the family)
 
-DTYPES = ("float32", "float64", "int32", "int64")
-_DTYPE_NAMES = {np.dtype(d): d for d in DTYPES}
+DTYPES = ("float32", "float64", "int32", "int64") + HALF_DTYPES
 
 
 class Fused:
@@ -185,7 +187,7 @@ def _bind_sides(fused, sides, named):
 def _side_array(fused, name, v, dt):
     if _is_number(v):
         try:
-            ok = np.result_type(dt, v) == dt
+            ok = result_type([np.empty(0, dt), v]) == dt
         except TypeError:
             ok = False
         if not ok:
@@ -194,7 +196,7 @@ def _side_array(fused, name, v, dt):
         return np.asarray(v, dtype=dt)
     a = v if isinstance(v, np.ndarray) else as_array(v, f"side input {name!r}")
     if a.dtype != dt:
-        if a.dtype.hasobject or np.result_type(dt, a.dtype) != dt:
+        if a.dtype.hasobject or result_type([np.empty(0, dt), a]) != dt:
             raise DtypeError(f"{fused!r}: side input {name!r} has dtype {a.dtype}, which would "
                              f"promote the {dt} chain (the dtype of x); accepted: dtypes that "
                              f"cast safely to {dt}")
@@ -214,8 +216,8 @@ def _out_shape(fused, shape):
 
 def _execute(fused, x, sides, named, out, explain, ran=None):
     x = x if isinstance(x, np.ndarray) else as_array(x, "fused input x")
-    dtype = _DTYPE_NAMES.get(x.dtype)
-    if dtype is None:
+    dtype = ops.dtype_name(x.dtype)
+    if dtype not in DTYPES:
         raise DtypeError(f"{fused!r}: dtype {x.dtype} of x is not supported; accepted: "
                          f"{', '.join(DTYPES)}")
     prog = fused.program(dtype)
@@ -278,10 +280,11 @@ def _execute_lead(fused, a, b, sides, named, out):
         if fused.lead_input is not None:
             inputs.append(bound[fused.lead_input])
     launch = spec.prepare(inputs, out, attrs)
-    if launch.dtype not in DTYPES:
+    if launch.dtype not in DTYPES or launch.dtype in HALF_DTYPES:
+        accepted = [d for d in DTYPES if d not in HALF_DTYPES]
         raise DtypeError(f"{fused!r}: dtype {launch.dtype} of the {lead.op} is not supported "
-                         f"in a fused sequence; accepted: {', '.join(DTYPES)} (run "
-                         f"{lead.op} alone for half precision)")
+                         f"in a fused sequence led by {lead.op}; accepted: "
+                         f"{', '.join(accepted)} (run {lead.op} alone for half precision)")
     result = launch.result
     dt = np.dtype(launch.dtype)
     prog = fused.program(launch.dtype)
@@ -299,7 +302,7 @@ def _execute_lead(fused, a, b, sides, named, out):
         return dispatcher.run_launch(spec, launch)
     geo = _conv_side_geometry if lead.op == "conv2d" else _matmul_side_geometry
     sgeo, flat = geo(shape, arrs, result)
-    flat += [dummy(dt)] * (MAX_SIDES - len(flat))
+    flat += [dummy(kernel_dtype(dt) or dt)] * (MAX_SIDES - len(flat))
     sgeo.flags.writeable = False
     launch.extra["steps"] = (prog.prog, prog.pattrs, tuple(flat), sgeo)
     return dispatcher.run_launch(spec, launch)

@@ -10,4 +10,4 @@ F_SIZE = 7
 #: columns of a tile row: a float32 row of 4096 is 16 KB, so a tile stays in L1/L2 while
 #: every step of the chain runs over it
 CHUNK = 4096
-FUSED_DTYPES = ("float32", "float64", "int32", "int64")
+FUSED_DTYPES = ("float32", "float64", "int32", "int64", "float16", "bfloat16")

@@ -15,7 +15,7 @@ Arguments of the driver::
     common   the common area (common_area.C_*), operands: 0 output, 1 x, 2..5 side inputs
     entries  the table's entries (tiles of the inner plane, VARIABLE_FULL tails)
     prog     the step program (nsteps, 4) of the whole chain
-    pattrs   step attributes in the tile dtype
+    pattrs   step attributes in the tile's computed dtype (float32 for half precision)
     fctl     int64 control block (F_* below): tile shape, tail op, where it sits in prog
     sides    UniTuple of 4 side inputs (flat buffers; geometry from the common area)
 
@@ -25,6 +25,11 @@ after it, per row), T_REDUCE_ROWS (sum, mean, max, min over the last axis: one o
 row) and T_REDUCE_ALL (over every element: one partial per work item, combined in the
 driver into element 0 of the output buffer of its kind). For T_ROWWISE and T_REDUCE_ROWS a
 tile spans whole rows (the entries' column tile covers the row).
+
+Half precision (carriers, ``half.py``): the tile buffer holds the format, every step widens,
+computes in float32 and rounds (the generated switches of its kind), exactly as the ops run
+one by one; the tails load and store through ``half.load``/``half.store``, so a fused chain
+gives bit for bit what its ops give unfused.
 """
 import numpy as np
 from numba import njit, prange, types
@@ -36,7 +41,9 @@ from .switches import map_contig, zip_contig, zip_scalar_a, zip_scalar_b
 from .tile_copy import gather_tile, scatter_tile
 from ..abi.vocabulary import MAX, MEAN, SUM
 from .fused_tail import _partials, _reduce_block, _row_op, _store_sum, _sum_zero
+from .half import compute_empty, load, store
 from .reduce_runs import LW, N_CHUNKS, chunk_start, nan_max, nan_min
+from ..abi.storage import carrier, compute
 from .steps import (G_COL, G_OFF, G_ROW, K_CONST_L, K_CONST_R, K_SIDE_R, K_UNARY, MAX_SIDES,
                     P_ATTR, P_CODE, P_KIND, P_SIDE, apply_steps_range)
 
@@ -77,9 +84,9 @@ def _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1, 
             if kind == K_UNARY:
                 map_contig(code, xv, ov, v1, a0, a1)
             elif kind == K_CONST_R:
-                zip_scalar_b(code, xv, a0, ov, v1)
+                zip_scalar_b(code, xv, store(o, a0), ov, v1)
             else:
-                zip_scalar_a(code, a0, xv, ov, v1)
+                zip_scalar_a(code, store(o, a0), xv, ov, v1)
         return True
     si = prog[0, P_SIDE]
     rs = sgeo[si, G_ROW]
@@ -176,12 +183,12 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
                 scatter_tile(o, ob0 + r * osm, osm, osn, nr, n, ob, n)
             else:
                 for k in range(nr):
-                    a, e = _reduce_block(code, x, xr + k * xsm, n, _sum_zero(x), x[0], True,
-                                         lanes)
+                    a, e = _reduce_block(code, x, xr + k * xsm, n, _sum_zero(x), load(x[0]),
+                                         True, lanes)
                     if is_sum:
                         _store_sum(o, oi_out, of_out, ob0 + (r + k) * osm, a, code == MEAN, n)
                     else:
-                        o[ob0 + (r + k) * osm] = e
+                        o[ob0 + (r + k) * osm] = store(o, e)
         elif n <= CHUNK:
             # a block of nr whole rows at pitch n; the first step reads unit-stride rows of x
             # directly (no copy of x first) when it can
@@ -201,16 +208,17 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
                 scatter_tile(o, ob0 + r * osm, osm, osn, nr, n, ob, n)
             else:
                 for k in range(nr):
-                    a, e = _reduce_block(code, buf, k * n, n, _sum_zero(x), x[0], True, lanes)
+                    a, e = _reduce_block(code, buf, k * n, n, _sum_zero(x), load(x[0]), True,
+                                         lanes)
                     if is_sum:
                         _store_sum(o, oi_out, of_out, ob0 + (r + k) * osm, a, code == MEAN, n)
                     else:
-                        o[ob0 + (r + k) * osm] = e
+                        o[ob0 + (r + k) * osm] = store(o, e)
         else:
             # one long row in column chunks
             xr = xb0 + r * xsm
             racc = _sum_zero(x)
-            rext = x[0]
+            rext = load(x[0])
             for c0 in range(0, n, CHUNK):
                 w = min(CHUNK, n - c0)
                 boff = c0 if tail == T_ROWWISE else 0
@@ -229,7 +237,7 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
             elif is_sum:
                 _store_sum(o, oi_out, of_out, ob0 + r * osm, racc, code == MEAN, n)
             else:
-                o[ob0 + r * osm] = rext
+                o[ob0 + r * osm] = store(o, rext)
         i += nr
 
 
@@ -246,7 +254,7 @@ def _reduce_all_tile(x, common, prog, pattrs, fctl, sides, sgeo, buf, lanes, oi,
     apply_steps_range(prog, 0, prog.shape[0], pattrs, buf, 0, t1, v0, v1, r0, r1, 0, sides,
                       sgeo)
     acc = _sum_zero(x)
-    ext = x[0]
+    ext = load(x[0])
     for i in range(v0):
         acc, ext = _reduce_block(code, buf, i * t1, v1, acc, ext, i == 0, lanes)
     return acc, ext
@@ -294,7 +302,7 @@ def _chunk(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides, c, 
     else:
         size = CHUNK
     buf = np.empty(size, dtype=o.dtype)
-    lanes = np.empty(LW, dtype=o.dtype)
+    lanes = compute_empty(o, LW)
     sgeo = np.zeros((MAX_SIDES, 4), dtype=np.int64)
     for b0 in range(c * block, total, stride * block):
         for idx in range(b0, min(b0 + block, total)):
@@ -321,7 +329,7 @@ def _finish_all(o, oi_out, of_out, fctl, count, psum, pext, pvalid):
     if code == SUM or code == MEAN:
         _store_sum(o, oi_out, of_out, 0, acc, code == MEAN, count)
     else:
-        o[0] = ext
+        o[0] = store(o, ext)
 
 
 def fused_driver(x, o, oi, of, common, entries, prog, pattrs, fctl, sides):
@@ -330,7 +338,7 @@ def fused_driver(x, o, oi, of, common, entries, prog, pattrs, fctl, sides):
     reduce_all = fctl[F_TAIL] == T_REDUCE_ALL
     np_ = total if reduce_all else 1
     psum = _partials(x, np_)
-    pext = np.empty(np_, dtype=o.dtype)
+    pext = compute_empty(o, np_)
     pvalid = np.zeros(np_, dtype=np.uint8)
     if common[C_M] * common[C_N] * common[C_NOUTER] < SERIAL_ELEMENTS:
         _chunk(x, o, oi, of, common, entries, prog, pattrs, fctl, sides, 0, 1, total, total,
@@ -347,11 +355,11 @@ def fused_driver(x, o, oi, of, common, entries, prog, pattrs, fctl, sides):
 
 def signature(dtype):
     def arr(dt, ro=False):
-        return types.Array(getattr(types, dt), 1, "C", readonly=ro)
+        return types.Array(getattr(types, carrier(dt)), 1, "C", readonly=ro)
     i64_1d = types.Array(types.int64, 1, "C", readonly=True)
     i64_2d = types.Array(types.int64, 2, "C", readonly=True)
     return (arr(dtype, True), arr(dtype), arr("int64"), arr("float64"), i64_1d, i64_2d, i64_2d,
-            arr(dtype, True), i64_1d, types.UniTuple(arr(dtype, True), MAX_SIDES))
+            arr(compute(dtype), True), i64_1d, types.UniTuple(arr(dtype, True), MAX_SIDES))
 
 
 #: dtypes of the fused driver (the family has no catalog entry: its steps are catalog kernels)

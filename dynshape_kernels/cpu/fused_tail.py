@@ -7,6 +7,7 @@ from numba.extending import overload
 
 from ..abi.vocabulary import LAYER_NORM, LOG_SOFTMAX, MAX, MEAN, SOFTMAX, SUM
 from . import rowwise
+from .half import is_half, store
 from .reduce_runs import _ext_run, _sum_run, nan_max, nan_min
 
 
@@ -20,7 +21,7 @@ def _row_op(code, row, out, eps, lanes):
 
 @overload(_row_op)
 def _row_op_impl(code, row, out, eps, lanes):
-    if not isinstance(row.dtype, types.Float):
+    if not isinstance(row.dtype, types.Float) and not is_half(row.dtype):
         return lambda code, row, out, eps, lanes: None
 
     def impl(code, row, out, eps, lanes):
@@ -56,7 +57,7 @@ def _sum_zero(x):
 
 @overload(_sum_zero)
 def _sum_zero_impl(x):
-    if isinstance(x.dtype, types.Float):
+    if isinstance(x.dtype, types.Float) or is_half(x.dtype):
         return lambda x: np.float64(0.0)
     return lambda x: np.int64(0)
 
@@ -67,9 +68,9 @@ def _store_sum(o, oi, of, k, acc, mean, count):
 
 @overload(_store_sum)
 def _store_sum_impl(o, oi, of, k, acc, mean, count):
-    if isinstance(o.dtype, types.Float):
+    if isinstance(o.dtype, types.Float) or is_half(o.dtype):
         def impl_f(o, oi, of, k, acc, mean, count):
-            o[k] = acc / count if mean else acc
+            o[k] = store(o, acc / count if mean else acc)
         return impl_f
 
     def impl_i(o, oi, of, k, acc, mean, count):
@@ -102,6 +103,6 @@ def _partials(x, n):
 
 @overload(_partials)
 def _partials_impl(x, n):
-    if isinstance(x.dtype, types.Float):
+    if isinstance(x.dtype, types.Float) or is_half(x.dtype):
         return lambda x, n: np.zeros(n, dtype=np.float64)
     return lambda x, n: np.zeros(n, dtype=np.int64)

@@ -13,8 +13,9 @@ K_CONST_R   ``v = binary[code](v, pattrs[attr])`` -- a constant right operand
 K_CONST_L   ``v = binary[code](pattrs[attr], v)`` -- a constant left operand
 =========== =====================================================================================
 
-Binary codes are scalar_ops.BINARY_OPS. ``pattrs`` is a 1-D array of the tile dtype holding
-every step's attributes (unused slots are ignored). The side index selects one of the four
+Binary codes are scalar_ops.BINARY_OPS. ``pattrs`` is a 1-D array of the tile's computed
+dtype (float32 for a half-precision tile, whose constants are rounded to the format when a
+step uses them) holding every step's attributes (unused slots are ignored). The side index selects one of the four
 side inputs ``sides`` (a UniTuple of four 1-D arrays of the tile dtype; unused ones are
 dummies) whose geometry is ``sgeo[side] = (offset, outer stride, row stride, column stride)``
 in elements (any sign; 0 = broadcast along that axis).
@@ -28,6 +29,7 @@ per tile row, then runs a branch-free vectorized loop over the row (the in-place
 import numpy as np
 from numba import njit
 
+from .half import store
 from .switches import map_inplace, zip_left, zip_left_scalar, zip_right, zip_right_scalar
 
 from ..abi.step_program import (G_COL, G_OFF, G_OUTER, G_ROW, K_CONST_L,  # noqa: F401
@@ -89,7 +91,7 @@ def apply_steps_range(prog, first, last, pattrs, buf, boff, ld, nrows, ncols, ro
                 o = boff + i * ld
                 map_inplace(code, buf[o:o + ncols], ncols, a0, a1)
         elif kind == K_CONST_R or kind == K_CONST_L:
-            c = pattrs[prog[s, P_ATTR]]
+            c = store(buf, pattrs[prog[s, P_ATTR]])     # a half tile's constant: its bits
             for i in range(nrows):
                 o = boff + i * ld
                 if kind == K_CONST_R:
