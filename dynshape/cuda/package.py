@@ -62,7 +62,7 @@ def pairs(families=None, dtypes=None):
     from dynshape_kernels.catalog import CATALOG, CUDA_FAMILIES
 
     from dynshape.errors import ArgumentError
-    from dynshape_kernels.abi.fused_table import FUSED_DTYPES
+    from dynshape_kernels.abi.fused_table import CUDA_FUSED_DTYPES
     fams = dict(CATALOG.by_target["cuda"])
     known = list(CUDA_FAMILIES) + ["fused"]           # fused: no catalog entry (its steps are)
     chosen = list(families or known)
@@ -71,7 +71,8 @@ def pairs(families=None, dtypes=None):
         raise ArgumentError(f"no CUDA kernels for {', '.join(bad)}; accepted: "
                             f"{', '.join(known)}")
     out = [(f, d) for f in chosen
-           for d in (fams[f].dtypes if f in fams else FUSED_DTYPES) if not dtypes or d in dtypes]
+           for d in (fams[f].dtypes if f in fams else CUDA_FUSED_DTYPES)
+           if not dtypes or d in dtypes]
     if not out:
         raise ArgumentError(f"no CUDA kernel of families {chosen} has dtype {dtypes}")
     return out

@@ -12,6 +12,7 @@ from dynshape_kernels.abi.vocabulary import REDUCE_OPS
 
 from dynshape.planning.fused import tile_shape
 from dynshape.planning.plane import uniform_entries
+from dynshape.errors import DtypeError
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.targets import get_target
 from dynshape.runtime.layout import (broadcast_strides, check_outer, coalesce,
@@ -67,6 +68,12 @@ class FusedExecutor(Executor):
     name = family = "fused"
     calibrated = False
     model_note = "none: one tile shape per chain"
+
+    def check_target_dtype(self, launch, target):
+        accepted = kfused.fused_dtypes(target)
+        if launch.dtype not in accepted:
+            raise DtypeError(f"fused: dtype {launch.dtype} is not supported on the {target} "
+                             f"target; accepted there: {', '.join(accepted)}")
 
     def signature(self, launch):
         x, *arrs = launch.inputs

@@ -10,4 +10,11 @@ F_SIZE = 7
 #: columns of a tile row: a float32 row of 4096 is 16 KB, so a tile stays in L1/L2 while
 #: every step of the chain runs over it
 CHUNK = 4096
+#: dtypes of the fused driver on the CPU, and on the CUDA target (no half precision there yet)
 FUSED_DTYPES = ("float32", "float64", "int32", "int64", "float16", "bfloat16")
+CUDA_FUSED_DTYPES = ("float32", "float64", "int32", "int64")
+
+
+def fused_dtypes(target):
+    """The fused driver's dtypes on ``target`` (a CPU-like target shares the CPU's)."""
+    return CUDA_FUSED_DTYPES if target == "cuda" else FUSED_DTYPES

@@ -201,3 +201,6 @@ def test_half_precision_is_refused_on_the_device_by_name(cuda, op):
     with pytest.raises(DtypeError, match=f"{op}: dtype float16 is not supported on the cuda "
                                          f"target; accepted there: float32"):
         dynshape.run(op, *([x] * (2 if op == "add" else 1)))
+    with pytest.raises(DtypeError, match="fused: dtype float16 is not supported on the cuda "
+                                         "target; accepted there: float32"):
+        dynshape.fuse(["relu", "exp"])(x)
