@@ -3,7 +3,7 @@ executor runs it (or, for ``explain``, finds the table it would run)."""
 import numpy as np
 
 from dynshape import ops
-from dynshape.errors import ArgumentError, DtypeError, SettingError
+from dynshape.errors import ArgumentError, SettingError
 from dynshape.planning import calibration
 from dynshape.runtime import config
 from dynshape.runtime import replay

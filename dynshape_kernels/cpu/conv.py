@@ -42,7 +42,8 @@ from ..abi.conv_table import (CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB
                           CV_YSN, CV_YSW, CV_G, CV_ACT, T_G, T_IH0, T_IW0, T_KID, T_M0, T_MV,
                           T_N, T_OH0, T_OW0, T_VH, T_VW)
 from .conv_window import pack_window
-from .gemm import _aligned_empty, _kc_block, _slot_cfg_stub, _uk0, _uk1, pack_a
+from .gemm_operands import _slot_cfg_stub, _uk0, _uk1
+from .gemm_pack import _aligned_empty, _kc_block, pack_a
 from .gemm_ukernel import load_at
 from .half import compute_empty, load
 from .scalar_ops import cast_like

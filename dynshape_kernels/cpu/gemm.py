@@ -38,7 +38,6 @@ wrap-around code turned the packing loops into gathers, 3-10x slower).
 """
 import numpy as np
 from numba import njit, prange, types
-from numba.extending import overload
 
 from ..abi.step_program import MAX_SIDES
 from ..abi.tiles import (MATMUL_DOT_SLOT, MATMUL_NSLOTS, MATMUL_SLOTS_F32, MATMUL_SLOTS_F64,
@@ -47,8 +46,10 @@ from ..abi.storage import carrier
 from .half import compute_empty, load, store
 from .steps import apply_steps
 from .switches import map_inplace
+from .gemm_operands import (_call_uk, _direct_b_panels, _dot_a_rows, _slot_cfg_stub, _ukd4,
+                            holds_half)
 from .gemm_pack import _aligned_empty, _kc_block, _pack_bt, _pack_rows, pack_a, pack_b  # noqa: F401
-from .gemm_ukernel import make_ukernel, make_dot_ukernel, load_at, store_at
+from .gemm_ukernel import load_at, store_at
 
 # --------------------------------------------------------------------------
 # static kernel slots
@@ -57,92 +58,10 @@ SLOTS_F32, SLOTS_F64 = MATMUL_SLOTS_F32, MATMUL_SLOTS_F64
 NSLOTS = MATMUL_NSLOTS
 DOT_SLOT = MATMUL_DOT_SLOT
 
-_uk0 = make_ukernel((6, 4), (6, 4))
-_uk1 = make_ukernel((6, 3), (6, 3))
-_uk2 = make_ukernel((24, 1), (24, 1))
-_uk3 = make_ukernel((8, 3), (8, 3), pf_dist=24)  # B read in place: prefetch
-_ukd4 = make_dot_ukernel(3, 8)
-
 # max elements of the per-thread whole-K packed-B cache (reuse across tiles)
 _BREUSE_MAX_ELEMS = 2 * 1024 * 1024
 
 _slots_for = matmul_slots
-
-
-def _slot_cfg_stub(arr):
-    raise NotImplementedError
-
-
-@overload(_slot_cfg_stub)
-def _slot_cfg_ovl(arr):
-    cfg = SLOTS_F64 if arr.dtype == types.float64 else SLOTS_F32
-
-    def impl(arr):
-        return cfg
-    return impl
-
-
-@njit(cache=True)
-def _call_uk(slot, kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc):
-    if slot == 0:
-        _uk0(kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc)
-    elif slot == 1:
-        _uk1(kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc)
-    elif slot == 2:
-        _uk2(kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc)
-    else:
-        _uk3(kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc)
-
-
-def is_half(arr):
-    """Whether ``arr`` holds a half-precision format (its carrier), at compile time."""
-
-
-@overload(is_half)
-def _is_half(arr):
-    h = _half_dtype(arr.dtype)
-    return lambda arr: h
-
-
-def _direct_b_panels(slot, kc, ws_a, b_buf, db0, nfull, NR, b_rs, ws_c, ldc, acc):
-    """The nfull whole NR-panels of a row-contiguous B read in place by the micro-kernel
-    (never for a half-precision B, which is widened by packing: ``nfull`` is 0 then)."""
-
-
-@overload(_direct_b_panels)
-def _direct_b_panels_impl(slot, kc, ws_a, b_buf, db0, nfull, NR, b_rs, ws_c, ldc, acc):
-    if _half_dtype(b_buf.dtype):
-        return lambda slot, kc, ws_a, b_buf, db0, nfull, NR, b_rs, ws_c, ldc, acc: None
-
-    def impl(slot, kc, ws_a, b_buf, db0, nfull, NR, b_rs, ws_c, ldc, acc):
-        for jr in range(nfull):
-            _call_uk(slot, kc, ws_a, 0, b_buf, db0 + jr * NR, b_rs, ws_c, jr * NR, ldc, acc)
-    return impl
-
-
-def _dot_a_rows(a_buf, off, a_rs, a_cs, pc, rows, kc, MR, ws_a):
-    """(buffer, offset, row stride) of the dot slot's A rows: read in place when they are
-    k-contiguous and whole (and not half precision), else packed row-major into ws_a."""
-
-
-@overload(_dot_a_rows)
-def _dot_a_rows_impl(a_buf, off, a_rs, a_cs, pc, rows, kc, MR, ws_a):
-    if _half_dtype(a_buf.dtype):
-        def packed(a_buf, off, a_rs, a_cs, pc, rows, kc, MR, ws_a):
-            _pack_rows(a_buf, off + pc * a_cs, a_rs, a_cs, rows, kc, MR, ws_a)
-            return ws_a, 0, kc
-        return packed
-
-    def impl(a_buf, off, a_rs, a_cs, pc, rows, kc, MR, ws_a):
-        if a_cs == 1 and rows == MR:
-            return a_buf, off + pc, a_rs
-        _pack_rows(a_buf, off + pc * a_cs, a_rs, a_cs, rows, kc, MR, ws_a)
-        return ws_a, 0, kc
-    return impl
-
-
-def _half_dtype(dt):
-    return dt in (types.uint16, types.int16)
 
 
 # --------------------------------------------------------------------------
@@ -301,7 +220,7 @@ def _tile(slot, m0, n0, mv, nv, bt, K,
     # B read in place (row-contiguous B, tile with a single A panel, so a
     # packed B would be used once): the nfull whole NR-panels are direct,
     # only the N-tail panel is packed.
-    nfull = nv // NR if (b_cs == 1 and mpan == 1 and not is_half(b_buf)) else 0
+    nfull = nv // NR if (b_cs == 1 and mpan == 1 and not holds_half(b_buf)) else 0
     direct_b = nfull > 0
     # whole-K packed-B cache, reused by consecutive tiles with the same B panel
     reuse = (not direct_b) and nkb * KC * NC <= ws_b.size

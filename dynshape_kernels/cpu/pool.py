@@ -42,7 +42,7 @@ from ..abi.tiles import POOL_TILES
 from ..abi.vocabulary import AVG_POOL, MAX_POOL, POOL_OPS  # noqa: F401
 
 from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1,
-                           E_KID, E_NCOL, E_OFF0, E_OFF1, OP_BLOCK, OP_SM, OP_SN, common_size)
+                           E_KID, E_OFF0, E_OFF1, OP_BLOCK, OP_SM, OP_SN)
 from .elementwise import outer_offset, resolve
 from .reduce_runs import N_CHUNKS, chunk_start, nan_max
 from .half import compute_empty, is_half, load, store

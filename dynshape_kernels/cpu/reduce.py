@@ -36,13 +36,12 @@ Accuracy (the contract the tests check against NumPy):
   dimensions is the logical (C) order for the arg ops.
 """
 import numpy as np
-from llvmlite import ir
 from numba import njit, prange, types
-from numba.extending import intrinsic, overload
+from numba.extending import overload
 
 from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1, E_KID,
-                           E_OFF0, E_OFF1, MAX_RED, OP_BLOCK, OP_SM, OP_SN,
-                           R_COUNT, R_ND, R_SHAPE, R_STR, R_STRATEGY, STRAT_COLUMNS)
+                           E_OFF0, E_OFF1, OP_BLOCK, OP_SM, OP_SN,
+                           R_COUNT, R_STR, R_STRATEGY, STRAT_COLUMNS)
 from ..abi.storage import carrier
 from ..abi.tiles import REDUCE_TILES
 from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noqa: F401

@@ -1,15 +1,11 @@
 """Runs of reduced elements, shared by the reduce, row-wise, pool and fused drivers: sums
 (reassociated into vector lanes), NaN-propagating extremes and arg-extremes, the offsets of
 reduced runs, and the chunked distribution of work items over threads."""
-import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.extending import intrinsic, overload
 
-from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1, E_KID,
-                           E_OFF0, E_OFF1, MAX_RED, OP_BLOCK, OP_SM, OP_SN,
-                           R_COUNT, R_ND, R_SHAPE, R_STR, R_STRATEGY, STRAT_COLUMNS)
-from ..abi.tiles import REDUCE_TILES
+from ..abi.common_area import (MAX_RED, R_COUNT, R_ND, R_SHAPE, R_STR)
 from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noqa: F401
                               SUM)
 from .half import load
