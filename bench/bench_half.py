@@ -48,13 +48,13 @@ def impls(peers, op, arity, x32, fmt, tname):
         f = {"relu": lambda: torch.clamp_min(th, 0, out=to),
              "add": lambda: torch.add(th, th, out=to),
              "exp": lambda: torch.exp(th, out=to),
-             "gelu": lambda: peers.F.gelu(th)}[op]
+             "gelu": lambda: torch.ops.aten.gelu.out(th, out=to)}[op]
         fns["torch half"] = f
     return fns, oh
 
 
 #: the other families: (label, dynshape call, torch call, work units, unit); every side
-#: writes into a preallocated output except torch's layer_norm/softmax (no out=)
+#: writes into a preallocated output except layer_norm, which allocates on both sides
 MATMUL = (1024, 1024, 1024)
 QUICK_MATMUL = (64, 96, 80)
 
@@ -78,7 +78,10 @@ def family_cases(peers, x32, fmt, tname, quick):
                 "dyn half": lambda: dynshape.run(op, *argsh, out=oh, **kw)}
     cases["sum last"] = (both("sum", [x32], [xh], (rows,), axis=-1), x32.size, "elem")
     cases["softmax"] = (both("softmax", [x32], [xh], x32.shape), x32.size, "elem")
-    cases["layer_norm"] = (both("layer_norm", [x32], [xh], x32.shape), x32.size, "elem")
+    # torch's layer_norm has no out=: both sides allocate
+    cases["layer_norm"] = ({"dyn f32": lambda: dynshape.run("layer_norm", x32),
+                            "dyn half": lambda: dynshape.run("layer_norm", xh)},
+                           x32.size, "elem")
     cases["matmul"] = (both("matmul", [a32, b32], [ah, bh], (M, N)), 2 * M * N * K, "flop")
     chain = dynshape.fuse([("add", "b"), "relu", ("mul", 0.5), "exp"])
     bias32 = rng.standard_normal(x32.shape[-1]).astype(np.float32)
@@ -92,8 +95,10 @@ def family_cases(peers, x32, fmt, tname, quick):
         th = torch.from_numpy(x32).to(td)
         ta, tb = torch.from_numpy(a32).to(td), torch.from_numpy(b32).to(td)
         ts, tm = torch.empty(rows, dtype=td), torch.empty((M, N), dtype=td)
+        tsm = torch.empty_like(th)
         cases["sum last"][0]["torch half"] = lambda: torch.sum(th, -1, out=ts)
-        cases["softmax"][0]["torch half"] = lambda: torch.softmax(th, -1)
+        cases["softmax"][0]["torch half"] = \
+            lambda: torch.ops.aten._softmax.out(th, -1, False, out=tsm)
         cases["layer_norm"][0]["torch half"] = \
             lambda: peers.F.layer_norm(th, th.shape[-1:])
         cases["matmul"][0]["torch half"] = lambda: torch.matmul(ta, tb, out=tm)
@@ -122,8 +127,9 @@ def families(s, peers, x32, rows):
                          "stats": {k: v.as_dict() for k, v in st.items()}})
     s.print("families: sum over the last axis, softmax and layer_norm over the last axis, "
             f"matmul {'x'.join(map(str, QUICK_MATMUL if s.quick else MATMUL))}; "
-            "torch's softmax and layer_norm allocate (no out=), its eager chain allocates its "
-            "intermediates (the final exp writes out=)")
+            "softmax through aten::_softmax.out; layer_norm allocates on both sides (torch has "
+            "no out=); torch's eager chain allocates its intermediates (the final exp writes "
+            "out=), dynshape's chain keeps none")
 
 
 def main(argv=None):
@@ -160,7 +166,7 @@ def main(argv=None):
                          "stats": {k: v.as_dict() for k, v in st.items()}})
     s.print("half/f32 rate: elements per second in the half format over float32 (goal >= 1.8); "
             "torch/dyn: PyTorch's time over dynshape's in the same format (> 1: dynshape "
-            "faster); torch's gelu has no out= (it allocates)")
+            "faster); every side writes into out= (torch's gelu through aten::gelu.out)")
     families(s, peers, x32, rows)
     s.finish({"rows": rows})
 

@@ -19,7 +19,7 @@ from dynshape.runtime import replay
 from dynshape.runtime.fused import FUSED, _readonly, dummy
 from dynshape.runtime.replay import REPLAY
 from dynshape.runtime.layout import (broadcast_strides, coalesce, element_strides, flat_view,
-                                     kernel_dtype, same_view)
+                                     same_view)
 from dynshape.ops.elementwise import result_type
 from dynshape_kernels.abi.storage import HALF_DTYPES
 from dynshape.tables.fused_table import FusedTable  # noqa: F401  (the table class of the family)
@@ -302,7 +302,7 @@ def _execute_lead(fused, a, b, sides, named, out):
         return dispatcher.run_launch(spec, launch)
     geo = _conv_side_geometry if lead.op == "conv2d" else _matmul_side_geometry
     sgeo, flat = geo(shape, arrs, result)
-    flat += [dummy(kernel_dtype(dt) or dt)] * (MAX_SIDES - len(flat))
+    flat += [dummy(dt)] * (MAX_SIDES - len(flat))
     sgeo.flags.writeable = False
     launch.extra["steps"] = (prog.prog, prog.pattrs, tuple(flat), sgeo)
     return dispatcher.run_launch(spec, launch)

@@ -80,7 +80,7 @@ class ReduceSpec(OpSpec):
             raise ArgumentError(f"{self.name} takes 1 input array, got {len(inputs)}")
         attrs = self.check_attrs(attrs)
         x = as_array(inputs[0], f"{self.name} input")
-        check_dtype(self.name, x.dtype, DTYPES)
+        dname = check_dtype(self.name, x.dtype, DTYPES)
         keepdims = attrs["keepdims"]
         if not isinstance(keepdims, (bool, np.bool_)):
             raise OpAttributeError(f"{self.name}: keepdims must be True or False, "
@@ -109,12 +109,12 @@ class ReduceSpec(OpSpec):
         # when every axis is reduced)
         kept_out = out[tuple(0 if d in axes else slice(None) for d in range(x.ndim))
                        + (Ellipsis,)] if keepdims else out
-        placeholders = [np.empty(0, carrier(x.dtype.name)), np.empty(0, np.int64),
+        placeholders = [np.empty(0, carrier(dname)), np.empty(0, np.int64),
                         np.empty(0, np.float64)]
         finalize = None
         if user_out is None and out.ndim == 0:
             finalize = _scalar
-        return Launch(self.family, self.name, x.dtype.name, kept_out, [x], out,
+        return Launch(self.family, self.name, dname, kept_out, [x], out,
                       overlap_ok=False, finalize=finalize,
                       extra={"axes": axes, "ordered": self.arg, "outkind": outkind,
                              "placeholders": placeholders})

@@ -31,7 +31,7 @@ from dynshape.planning.conv import build_table
 from dynshape.runtime import config
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.targets import get_target
-from dynshape.runtime.layout import element_strides, flat_view, kernel_dtype
+from dynshape.runtime.layout import element_strides, flat_view, kernel_view_dtype
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
 
@@ -135,13 +135,13 @@ class ConvExecutor(Executor):
         return build_table(g, key.dtype, key.target, key.threads, slot, variant)
 
     def bind(self, launch, g, table):
-        dt = _kdt(launch.out.dtype)
+        dt = kernel_view_dtype(launch.out.dtype)
         ops = _operands(launch, dt)
         return _common(launch, table, ops)
 
     def call(self, driver, launch, table, common):
         x, w, b = launch.inputs
-        dt = _kdt(launch.out.dtype)
+        dt = kernel_view_dtype(launch.out.dtype)
         ops = _operands(launch, dt)
         wbuf = flat_view(w)[0] if w.size else np.zeros(1, dt)
         prog, pattrs, sides, cgeo = launch.extra.get("steps") or _no_steps(dt)
@@ -157,8 +157,8 @@ class ConvExecutor(Executor):
             return None
         target, dt = get_target(launch.target), launch.dtype
         entries, fattrs, nth = table.entries, launch.fattrs, config.num_threads()
-        prog, pattrs, sides, cgeo = _no_steps(_kdt(launch.out.dtype))
-        dummy = np.zeros(1, _kdt(launch.out.dtype))
+        prog, pattrs, sides, cgeo = _no_steps(kernel_view_dtype(launch.out.dtype))
+        dummy = np.zeros(1, kernel_view_dtype(launch.out.dtype))
 
         def go(arrays, out):
             if _forced_slot.get() is not None or config.num_threads() != nth:
@@ -168,11 +168,6 @@ class ConvExecutor(Executor):
                                       dummy, flat_view(out)[0], common, entries, fattrs, prog,
                                       pattrs, sides, cgeo)
         return go
-
-
-def _kdt(dt):
-    """The dtype the kernels see for dt (the carrier of a half-precision format)."""
-    return kernel_dtype(dt) or dt
 
 
 def _operands(launch, dt):

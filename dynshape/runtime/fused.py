@@ -17,7 +17,7 @@ from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.targets import get_target
 from dynshape.runtime.layout import (broadcast_strides, check_outer, coalesce,
                                      element_strides, flat_view, plane, plane_of_coalesced,
-                                     kernel_dtype, readonly_flat)
+                                     kernel_view_dtype, readonly_flat)
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
 from dynshape.tables.param_table import bind_common
@@ -33,10 +33,10 @@ _DUMMY = {}
 
 
 def dummy(dt):
-    """A read-only one-element array of ``dt`` (an unused side input)."""
+    """A read-only one-element buffer as kernels see ``dt`` (an unused side input)."""
     d = _DUMMY.get(dt)
     if d is None:
-        d = _readonly(np.zeros(1, dt))
+        d = _readonly(np.zeros(1, kernel_view_dtype(dt)))
         _DUMMY[dt] = d
     return d
 
@@ -128,7 +128,7 @@ class FusedExecutor(Executor):
         x, *arrs = launch.inputs
         dt = x.dtype
         sides = [readonly_flat(a) for a in arrs]
-        sides += [dummy(kernel_dtype(dt) or dt)] * (MAX_SIDES - len(sides))
+        sides += [dummy(dt)] * (MAX_SIDES - len(sides))
         oflat = flat_view(launch.out)[0]
         # the driver writes integer sums to ``oi`` and integer means to ``of`` (even when the
         # chain dtype is int64 itself), everything else to ``o``
@@ -156,7 +156,7 @@ class FusedExecutor(Executor):
         if dt.kind == "i" and prog.tail in (kfused.T_REDUCE_ROWS, kfused.T_REDUCE_ALL):
             return None
         target, name, entries = get_target(launch.target), launch.dtype, table.entries
-        pad = (dummy(kernel_dtype(dt) or dt),) * (MAX_SIDES - len(idx) + 1)
+        pad = (dummy(dt),) * (MAX_SIDES - len(idx) + 1)
         spare_i, spare_f = np.zeros(1, np.int64), np.zeros(1, np.float64)
 
         def go(arrays, out):

@@ -105,6 +105,11 @@ def kernel_dtype(dt):
         return _CARRIERS[dt]
 
 
+def kernel_view_dtype(dt):
+    """The dtype of the buffers kernels get for arrays of ``dt``: its carrier, or ``dt``."""
+    return kernel_dtype(dt) or dt
+
+
 def flat_view(a):
     """(1-D buffer over a's memory span, element offset of a[0, ..., 0]) without copying.
     A half-precision array is seen through its carrier (``kernel_dtype``).

@@ -23,8 +23,8 @@ from dynshape.planning.matmul import combine
 from dynshape.runtime import config
 from dynshape.runtime.executor import Executor, register_executor, via_temporary_out
 from dynshape.runtime.targets import get_target
-from dynshape.runtime.layout import (broadcast_strides, element_strides, flat_view, kernel_dtype,
-                                     same_view)
+from dynshape.runtime.layout import (broadcast_strides, element_strides, flat_view,
+                                     kernel_view_dtype, same_view)
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
 from dynshape.tables.matmul_table import MatmulTable
@@ -150,7 +150,7 @@ def _args(launch, table):
     a, b = launch.inputs
     cin, bias = ex["cin"], ex["bias"]
     M, N, K = ex["mnk"]
-    dt = kernel_dtype(out.dtype) or out.dtype      # the carrier of a half-precision format
+    dt = kernel_view_dtype(out.dtype)      # the carrier of a half-precision format
     nthreads = config.num_threads()
     batch = ex["batch"]
     ab, ao, ars, acs = _operand(a, dt)

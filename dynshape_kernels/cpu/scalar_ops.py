@@ -10,6 +10,7 @@ slots + slot): never renumber them, only append.
 """
 from numba import njit, types
 from numba.extending import overload
+from .half import is_half
 
 from ..abi.vocabulary import (ABS, ADD, BINARY_OPS, CLIP, DIV, EXP,  # noqa: F401
                               FLOAT_ONLY_UNARY, GELU, GELU_TANH, IDENTITY, LEAKY_RELU, LOG,
@@ -55,7 +56,7 @@ def cast_like(arr, v):
 
 @overload(cast_like)
 def _cast_like(arr, v):
-    dt = types.float32 if arr.dtype in (types.uint16, types.int16) else arr.dtype
+    dt = types.float32 if is_half(arr.dtype) else arr.dtype
 
     def impl(arr, v):
         return dt(v)
