@@ -100,7 +100,7 @@ def measure(repeats=9):
 
     Each constant comes from a case where it dominates: empty entries (entry_ns), one-element
     rows (row_ns), long contiguous rows in cache (vec_ns), a transposed copy walked by row
-    tiles and by 16x64 tiles (gather_ns and line_ns), DISCARD tails (discard_ns, alloc_ns).
+    tiles and by the square tile (gather_ns and line_ns), DISCARD tails (discard_ns, alloc_ns).
     """
     import time
 
@@ -153,19 +153,21 @@ def measure(repeats=9):
     empty[:, 5] += 10 * n                       # every entry resolves to nothing
     entry = run(x, o, (n,), flat, 1, 512, empty) / len(empty)
     rows = x.reshape(-1, 1)[: 1 << 15]
-    e_rows = grid(1 << 15, 1, 16, 64)
-    row = max(run(rows, o[: 1 << 15].reshape(-1, 1), rows.shape, [(1, 1), (1, 1)], 16, 64,
-                  e_rows) / (1 << 15) - vec - entry / 16, 0.1)
+    sq0, sq1 = max((t[:2] for t in CATALOG.families["unary"].tiles), key=lambda t: t[0])
+    e_rows = grid(1 << 15, 1, sq0, sq1)
+    row = max(run(rows, o[: 1 << 15].reshape(-1, 1), rows.shape, [(1, 1), (1, 1)], sq0, sq1,
+                  e_rows) / (1 << 15) - vec - entry / sq0, 0.1)
     a = np.random.default_rng(1).standard_normal((1024, 1024)).astype(np.float32)
     out = np.empty_like(a)
     tr = [(1, 1024), (1024, 1)]
     per_row_tiles = (run(a, out, a.shape, tr, 1, 512, grid(1024, 1024, 1, 512)) / a.size
                      - row / 512)
-    per_square = run(a, out, a.shape, tr, 16, 64, grid(1024, 1024, 16, 64)) / a.size \
-        - row / 64 - entry / 1024
+    per_square = run(a, out, a.shape, tr, sq0, sq1, grid(1024, 1024, sq0, sq1)) / a.size \
+        - row / sq1 - entry / (sq0 * sq1)
     line_elems = 16
-    # row tiles: gather + line; 16-row tiles: gather + line / 16
-    line = max((per_row_tiles - per_square) * line_elems / (line_elems - 1), 0.0)
+    # row tiles: gather + line; square tiles: gather + line / min(T0, line_elems)
+    k = min(sq0, line_elems)
+    line = max((per_row_tiles - per_square) * k / (k - 1), 0.0)
     gather = max(per_row_tiles - line, vec)
     # DISCARD: 1024 outer rows of 256 valid columns in a 1x512 tile (a half-valid tail each)
     base = np.random.default_rng(2).standard_normal((1024, 512)).astype(np.float32)

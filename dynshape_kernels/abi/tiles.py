@@ -1,8 +1,9 @@
 """The tile slots each family's static kernels are compiled for: ``(T0, T1, w)`` per slot,
 ``w`` the VARIABLE_PARTIAL window (0: none). Part of the catalog (kernel ids)."""
 
-#: unary, binary and copy: three row tiles and a 2-D tile for transposed access
-ELEMENTWISE_TILES = ((1, 512, 32), (1, 4096, 64), (1, 16384, 64), (16, 64, 8))
+#: unary, binary and copy: three row tiles and a square tile for transposed access (64x64:
+#: a transposed operand's pages and cache lines are each read 256 bytes at a time)
+ELEMENTWISE_TILES = ((1, 512, 32), (1, 4096, 64), (1, 16384, 64), (64, 64, 8))
 #: reductions: tiles of the kept plane; the reduced dimensions are walked inside
 REDUCE_TILES = ((1, 1, 0), (1, 32, 0), (1, 1024, 0), (8, 128, 0))
 #: row-wise ops: tiles of rows; the normalized dimensions are walked inside

@@ -14,9 +14,10 @@ from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NDOUTER, C_NOUTER, C_OPBASE
                            OP_OFF, OP_OSTR, OP_SM, OP_SN)
 from ..abi.storage import carrier, compute
 from ..abi.tail_mode import ANCHOR_END, DISCARD, VARIABLE_PARTIAL
+from ..abi.vocabulary import IDENTITY
 from ..abi.tiles import ELEMENTWISE_TILES
 from .switches import map_contig, map_inplace, zip_contig, zip_scalar_a, zip_scalar_b
-from .tile_copy import gather_tile, scatter_tile
+from .tile_copy import gather_tile, scatter_tile, transpose_tile
 from .tiles import make_tile_geometry
 
 # Tile shapes (rows, columns, partial window on columns) of the elementwise static kernels,
@@ -118,6 +119,10 @@ def _unary_entry(x, o, common, entries, e, oi, a0, a1):
     discard = entries[e, E_MODE0] == DISCARD or entries[e, E_MODE1] == DISCARD
     if discard and (v0 < t0 or v1 < t1):
         _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1, True)
+    elif t0 > 1 and code == IDENTITY and xsm == 1 and osn == 1:   # transposed copies go
+        transpose_tile(x, xb, xsn, o, ob, osm, v0, v1)           # straight, no tile buffer
+    elif t0 > 1 and code == IDENTITY and xsn == 1 and osm == 1:
+        transpose_tile(x, xb, xsm, o, ob, osn, v1, v0)
     elif t0 > 1 and (xsn != 1 or osn != 1):
         _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1, False)
     else:

@@ -1,7 +1,27 @@
 """Copies between a strided tile of an operand and a contiguous tile buffer (the DISCARD
 tails and the fused drivers' tile buffers). Unit-stride rows copy through views, which
-LLVM vectorizes (a slice assignment is 1.6x slower)."""
+LLVM vectorizes (a slice assignment is 1.6x slower). Transposed tiles (unit stride along
+the tile's rows on one side, along its columns on the other) move 8x8 blocks through
+registers (:mod:`.block_transpose`), the rest of the tile item by item."""
 from numba import njit
+
+from .block_transpose import can_transpose8, transpose8
+
+
+@njit(cache=True)
+def transpose_tile(src, sb, ss, dst, db, ds, v0, v1):
+    """``dst[db + r*ds + c] = src[sb + c*ss + r]`` for r < v0, c < v1: 8x8 blocks in
+    registers, the ragged edges (and item types the block transpose does not take) by item."""
+    r8 = v0 - v0 % 8 if can_transpose8(src, dst) else 0
+    c8 = v1 - v1 % 8 if r8 > 0 else 0
+    for c in range(0, c8, 8):
+        for r in range(0, r8, 8):
+            transpose8(src, sb + c * ss + r, ss, dst, db + r * ds + c, ds)
+    for c in range(v1):
+        r_start = r8 if c < c8 else 0
+        s = sb + c * ss
+        for r in range(r_start, v0):
+            dst[db + r * ds + c] = src[s + r]
 
 
 @njit(cache=True)
@@ -14,6 +34,8 @@ def gather_tile(x, xb, xsm, xsn, v0, v1, buf, pitch):
             sv = x[xb + r * xsm:xb + r * xsm + v1]   # is 1.6x slower)
             for c in range(v1):
                 d[c] = sv[c]
+    elif xsm == 1:
+        transpose_tile(x, xb, xsn, buf, 0, pitch, v0, v1)
     elif abs(xsm) < abs(xsn):
         for c in range(v1):
             src = xb + c * xsn
@@ -35,6 +57,8 @@ def scatter_tile(o, ob, osm, osn, v0, v1, buf, pitch):
             sv = buf[r * pitch:r * pitch + v1]
             for c in range(v1):
                 d[c] = sv[c]
+    elif osm == 1:
+        transpose_tile(buf, 0, pitch, o, ob, osn, v1, v0)
     elif abs(osm) < abs(osn):
         for c in range(v1):
             dst = ob + c * osn

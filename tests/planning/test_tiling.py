@@ -149,11 +149,15 @@ def test_with_every_mode_allowed_the_optimizer_chooses_variable_full_tails(strid
         assert modes == {VARIABLE_FULL}, (m, n, modes)
 
 
+_SQUARE = max((t[:2] for t in CATALOG.families["unary"].tiles), key=lambda t: t[0])
+
+
 @pytest.mark.parametrize("t0,T,strided", [(1, 512, False), (1, 4096, False),
-                                           (1, 16384, False), (16, 64, False), (16, 64, True)])
+                                           (1, 16384, False), (*_SQUARE, False),
+                                           (*_SQUARE, True)])
 def test_cost_model_prices_a_variable_full_tail_lowest(t0, T, strided):
-    """Why: for the tiles the optimizer uses (row tiles on contiguous planes, 16x64 tiles on
-    strided ones) a VARIABLE_FULL column tail costs less than the other modes."""
+    """Why: for the tiles the optimizer uses (row tiles on contiguous planes, the square tile
+    on strided ones) a VARIABLE_FULL column tail costs less than the other modes."""
     from dynshape.planning import cost_model
     cm = cost_model.MODEL
 
@@ -169,7 +173,7 @@ def test_cost_model_prices_a_variable_full_tail_lowest(t0, T, strided):
 
 
 @pytest.mark.parametrize("mode,shape", [(DISCARD, (1, 4100)), (OVERLAP, (1, 1000)),
-                                        (OVERLAP, (40, 100))])
+                                        (OVERLAP, (_SQUARE[0] + 36, _SQUARE[1] + 36))])
 def test_discard_and_overlap_are_chosen_when_variable_full_tails_are_not_allowed(mode, shape):
     opt = _tables(*shape, modes=frozenset({mode}))[1]
     assert mode in set(np.unique(opt.entries[:, 1:3]).tolist())

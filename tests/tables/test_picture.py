@@ -37,33 +37,39 @@ def _table(entries, bucket, shape):
                       "hand-made", shape)
 
 
+#: the elementwise family's square tile (T0 x T1), the one 2-D slot
+T0, T1 = max((t[:2] for t in CATALOG.families["unary"].tiles), key=lambda t: t[0])
+
+
 def _hand_made():
-    """Planes of rows 33..48 and columns 65..128 with 16x64 tiles. Rows: bands at 0 and 16,
-    a VARIABLE_FULL tail band at 32. Columns: a tile at 0, a DISCARD tail at 64, an OVERLAP
-    tile anchored 64 back from the end, and one at 128 that is always past the end."""
-    k = _kid(_slot((16, 64)))
+    """Planes of rows 2*T0+1..3*T0 and columns T1+1..2*T1 with T0 x T1 tiles. Rows: bands at
+    0 and T0, a VARIABLE_FULL tail band at 2*T0. Columns: a tile at 0, a DISCARD tail at T1,
+    an OVERLAP tile anchored T1 back from the end, and one at 2*T1 that is always past the
+    end. Built for (2*T0 + 8) x (T1 + 36)."""
+    k = _kid(_slot((T0, T1)))
     S, E = ANCHOR_START, ANCHOR_END
-    rows = [(VARIABLE_FULL, 0, S), (VARIABLE_FULL, 16, S), (VARIABLE_FULL, 32, S)]
-    cols = [(VARIABLE_FULL, 0, S), (DISCARD, 64, S), (OVERLAP, 64, E), (VARIABLE_FULL, 128, S)]
+    rows = [(VARIABLE_FULL, 0, S), (VARIABLE_FULL, T0, S), (VARIABLE_FULL, 2 * T0, S)]
+    cols = [(VARIABLE_FULL, 0, S), (DISCARD, T1, S), (OVERLAP, T1, E),
+            (VARIABLE_FULL, 2 * T1, S)]
     # kid, mode rows, mode cols, row off, row anchor, col off, col anchor
     entries = [(k, rm, cm, ro, ra, co, ca) for rm, ro, ra in rows for cm, co, ca in cols]
-    return _table(entries, ((32, 48), (64, 128)), (40, 100))
+    return _table(entries, ((2 * T0, 3 * T0), (T1, 2 * T1)), (2 * T0 + 8, T1 + 36))
 
 
 def test_hand_made_table_has_the_expected_kinds():
-    rects = tile_rectangles(_hand_made())                  # at the built shape 40x100
+    rects = tile_rectangles(_hand_made())                  # at the built shape
     got = {(r.row, r.col): (r.kind, r.rows, r.cols, r.discarded) for r in rects}
     assert got == {
-        (0, 0): ("full", 16, 64, (0, 0)), (0, 64): ("tail", 16, 36, (16, 64)),
-        (0, 36): ("overlap", 16, 64, (0, 0)),
-        (16, 0): ("full", 16, 64, (0, 0)), (16, 64): ("tail", 16, 36, (16, 64)),
-        (16, 36): ("overlap", 16, 64, (0, 0)),
-        (32, 0): ("tail", 8, 64, (0, 0)), (32, 64): ("tail", 8, 36, (8, 64)),
-        (32, 36): ("overlap", 8, 64, (0, 0))}
+        (0, 0): ("full", T0, T1, (0, 0)), (0, T1): ("tail", T0, 36, (T0, T1)),
+        (0, 36): ("overlap", T0, T1, (0, 0)),
+        (T0, 0): ("full", T0, T1, (0, 0)), (T0, T1): ("tail", T0, 36, (T0, T1)),
+        (T0, 36): ("overlap", T0, T1, (0, 0)),
+        (2 * T0, 0): ("tail", 8, T1, (0, 0)), (2 * T0, T1): ("tail", 8, 36, (8, T1)),
+        (2 * T0, 36): ("overlap", 8, T1, (0, 0))}
     assert [r.entry for r in rects] == [0, 1, 2, 4, 5, 6, 8, 9, 10]
     assert counts(rects) == {"full": 2, "tail": 4, "overlap": 3, "discarded": 3}
-    # at 40x128 the DISCARD column is a whole tile: nothing is discarded
-    assert counts(tile_rectangles(_hand_made(), (40, 128))) == {
+    # two tiles wide, the DISCARD column is a whole tile: nothing is discarded
+    assert counts(tile_rectangles(_hand_made(), (2 * T0 + 8, 2 * T1))) == {
         "full": 4, "tail": 2, "overlap": 3, "discarded": 0}
 
 
@@ -96,17 +102,18 @@ def test_geometry_matches_the_tables_coverage_and_entry_kinds(case):
 
 
 def test_a_shape_outside_the_bucket_is_refused():
-    with pytest.raises(ShapeError, match="rows 33..48 and columns 65..128"):
-        tile_rectangles(_hand_made(), (20, 150))
+    want = f"rows {2 * T0 + 1}..{3 * T0} and columns {T1 + 1}..{2 * T1}"
+    with pytest.raises(ShapeError, match=want):
+        tile_rectangles(_hand_made(), (20, 3 * T1))
     with pytest.raises(ShapeError, match=r"\(rows, columns\)"):
-        tile_rectangles(_hand_made(), (40,))
+        tile_rectangles(_hand_made(), (2 * T0 + 8,))
 
 
 def test_figure_has_one_collection_per_category_with_matching_patches():
     pytest.importorskip("matplotlib", reason="the picture needs the plot extra (matplotlib)")
     from matplotlib.colors import to_rgba
     table = _hand_made()
-    for shape in [(40, 100), (40, 128)]:
+    for shape in [(2 * T0 + 8, T1 + 36), (2 * T0 + 8, 2 * T1)]:
         geo = plane_geometry(table, shape)
         rects = tile_rectangles(table, shape)
         assert geo.runs == len(rects) == sum(geo.counts.values())
