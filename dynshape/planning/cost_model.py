@@ -23,10 +23,13 @@ class CostModel:
     alloc_ns: float = 60.0        # scratch allocation of a discard tile
     threads: int = 2
 
-    def element_ns(self, t0, strided):
+    def element_ns(self, rows, strided):
+        """Per element of a tile with ``rows`` valid rows (an array is fine): a strided
+        read's cache lines are shared by the rows a tile walks together, so only valid rows
+        amortize them (a 1-row plane in a 64-row tile gets nothing from the other 63)."""
         if not strided:
             return self.vec_ns
-        return self.gather_ns + self.line_ns / min(t0, self.line_elems)
+        return self.gather_ns + self.line_ns / np.clip(rows, 1, self.line_elems)
 
     def tile_costs(self, t0, rows_valid, row_modes, cols_valid, col_modes, col_t,
                    strided):
@@ -35,13 +38,18 @@ class CostModel:
         vr = rows_valid.astype(np.float64)[:, None]
         vc = cols_valid.astype(np.float64)[None, :]
         ct = col_t.astype(np.float64)[None, :]
-        el = self.element_ns(t0, strided)
-        # OVERLAP tiles are full tiles (their valid length is T by construction)
+        el = self.element_ns(vr, strided)
+        # OVERLAP tiles are full tiles (their valid length is T by construction); a strided
+        # 2-D tile runs through a scratch tile allocated per work item
         cost = self.entry_ns + vr * (self.row_ns + vc * el)
+        if strided and t0 > 1:
+            cost = cost + self.alloc_ns
         disc = ((row_modes[:, None] == DISCARD) & (vr < t0)) | \
                ((col_modes[None, :] == DISCARD) & (vc < ct))
         disc_cost = (self.entry_ns + self.alloc_ns + t0 * (self.row_ns + ct * self.vec_ns)
                      + 2 * vr * vc * self.discard_ns)
+        if strided:                # the scratch tile is filled by the same strided reads
+            disc_cost = disc_cost + vr * vc * el
         cost = np.where(disc, disc_cost, cost)
         empty = (vr == 0) | (vc == 0)
         return np.where(empty, self.entry_ns, cost)

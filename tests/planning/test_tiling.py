@@ -191,3 +191,18 @@ def test_variable_partial_tails_are_offered_to_the_optimizer():
                for c in t.candidates()):
             found = True
     assert found
+
+
+@pytest.mark.parametrize("n", [4095, 100_000, 8_000_000])
+def test_a_one_row_strided_plane_is_tiled_by_rows(n):
+    """A strided plane of one row (``x[:, ::2]`` of a C array coalesces to one row with
+    column stride 2) gains nothing from the square tile's 64 rows: cache lines are amortized
+    by valid rows only, and each square tile pays a scratch tile. The optimizer keeps row
+    tiles (the square one made a 2000x4000 strided relu 6x slower)."""
+    m = 1
+    opt = _tables(m, n, strided=True)[1]
+    fam = CATALOG.families["unary"]
+    base = CATALOG.family_base("unary", "float32")
+    rows = {fam.tiles[(int(k) - base) % len(fam.tiles)][0] for k in np.unique(opt.entries[:, 0])}
+    assert rows == {1}, opt.description
+    testing.check_coverage(opt, (m, n))
