@@ -151,11 +151,15 @@ class CopySpec(OpSpec):
             raise DtypeError(f"{self.name}: dtype {x.dtype} is not supported; accepted: any "
                              f"non-object dtype of 1, 2, 4 or 8 bytes")
         out = _output(self.name, out, x.shape, x.dtype)
-        x, alias = _unalias(out, x)
+        read, alias = _unalias(out, x)
         u = np.dtype(f"uint{8 * x.itemsize}")
+        # The driver moves unsigned items through views of the caller's memory: a replay can
+        # make the same views of later arrays (not when the input had to be copied first).
+        same_memory = read is x and x.ndim > 0
         return Launch("copy", "copy", u.name, out.view(u) if out.ndim else out.reshape(1).view(u),
-                      [x.view(u) if x.ndim else x.reshape(1).view(u)], out,
-                      fattrs=np.zeros(2, dtype=u), overlap_ok=True)
+                      [read.view(u) if read.ndim else read.reshape(1).view(u)], out,
+                      fattrs=np.zeros(2, dtype=u), overlap_ok=True,
+                      extra={"reinterpreted": same_memory})
 
 
 class BinarySpec(OpSpec):

@@ -14,7 +14,8 @@ What keeps a replay right:
 * The signature covers everything a spec validates from layout and attributes; an op whose
   validation reads the data (integer ``pow``'s exponents: its launch says ``reads_data``)
   or converts an operand makes no replay: the executor is only asked when the launch's
-  operands are the caller's arrays.
+  operands are the caller's arrays, or views of their memory as other item types that the
+  replay makes again (copy and transpose move unsigned items: ``reinterpreted``).
 * The table must still be the cache's table of its key (the cache's dict is read without the
   lock): a background swap to the optimized table, an eviction or ``clear_cache`` end the
   replay (the next call takes the full path and records a new one).
@@ -122,13 +123,16 @@ class ReplayMemo:
                     if type(v) is _ND]
             if not all(any(np.may_share_memory(h, v) for v in seen) for h in held):
                 return
-        if ran is None or launch.result is not launch.out or launch.extra.get("reads_data"):
+        # a launch that moves its operands as other item types of the same memory (copy,
+        # transpose) is replayed on the caller's arrays, viewed again by its replay
+        result = launch.result if launch.extra.get("reinterpreted") else launch.out
+        if ran is None or launch.result is not result or launch.extra.get("reads_data"):
             return
-        if out is not None and launch.out is not out:
+        if out is not None and result is not out:
             return
-        if out is None and launch.out.base is not None:
+        if out is None and result.base is not None:
             return
-        if any(element_strides(a) is None for a in (*arrays, launch.out)):
+        if any(element_strides(a) is None for a in (*arrays, result)):
             return                # byte strides the drivers cannot address: full path
         try:
             hash(sig)
@@ -138,8 +142,7 @@ class ReplayMemo:
         go = executor.replay(launch, arrays, table, bound)
         if go is None:
             return
-        r = Replay(go, key, table, launch.out.shape, launch.out.dtype, launch.finalize,
-                   held)
+        r = Replay(go, key, table, result.shape, result.dtype, launch.finalize, held)
         with self._lock:
             if len(self._entries) >= self.max_entries:
                 self._entries.clear()

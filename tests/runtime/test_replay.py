@@ -53,6 +53,13 @@ CASES = {
              lambda: (f32(1, 3, 12, 10),)),
     "conv": (lambda x, w, out=None: dynshape.run("conv2d", x, w, pads=(1, 1, 1, 1), out=out),
              lambda x, w: _ref_conv(x, w, (1, 1, 1, 1)), lambda: (f32(1, 3, 9, 8), f32(4, 3, 3, 3))),
+    # copy and transpose move unsigned items through views of the caller's memory
+    "copy": (lambda a, out=None: dynshape.run("copy", a, out=out), lambda a: a.copy(),
+             lambda: (f32(40, 66)[:, ::3],)),
+    "transpose": (lambda a, out=None: dynshape.run("transpose", a, axes=(2, 0, 1), out=out),
+                  lambda a: a.transpose(2, 0, 1), lambda: (f32(5, 7, 9),)),
+    "copy float16": (lambda a, out=None: dynshape.run("copy", a, out=out), lambda a: a.copy(),
+                     lambda: (f32(33, 31).astype(np.float16).T,)),
     "fused": (lambda a, b, out=None: _FUSED(a, b=b, out=out),
               lambda a, b: np.exp(np.maximum(a + b, 0) * 0.5), lambda: (f32(33, 31), f32(31))),
 }
@@ -128,6 +135,29 @@ def test_partial_overlap_takes_the_full_path():
     dynshape.run("exp", a, out=o)
     assert REPLAY.replays == before
     np.testing.assert_allclose(o, expect, rtol=2e-6)
+
+
+def test_a_copy_whose_input_was_copied_first_is_not_replayed_from_it():
+    """A copy into an ``out`` that partly overlaps its input reads a copy of the input (as
+    NumPy does); no replay is made from that call, and later calls of the same layout,
+    overlapping or not, give NumPy's results."""
+    base = f32(1000)
+    a, o = base[:999], base[1:]
+    expect = a.copy()
+    before = REPLAY.replays
+    dynshape.run("copy", a, out=o)
+    np.testing.assert_array_equal(o, expect)
+    for _ in range(3):
+        x, y = f32(999), f32(999)
+        dynshape.run("copy", x, out=y)
+        np.testing.assert_array_equal(y, x)
+    assert REPLAY.replays - before == 2            # the first disjoint call records
+    base = f32(1000)
+    a, o = base[:999], base[1:]
+    expect = a.copy()
+    dynshape.run("copy", a, out=o)                   # overlapping again: the full path
+    np.testing.assert_array_equal(o, expect)
+    assert REPLAY.replays - before == 2
 
 
 def test_in_place_is_its_own_signature():
