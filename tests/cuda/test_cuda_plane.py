@@ -204,3 +204,10 @@ def test_half_precision_is_refused_on_the_device_by_name(cuda, op):
     with pytest.raises(DtypeError, match="fused: dtype float16 is not supported on the cuda "
                                          "target; accepted there: float32"):
         dynshape.fuse(["relu", "exp"])(x)
+
+
+def test_relu_of_minus_inf_is_zero_and_nan_propagates(cuda):
+    x = np.array([-np.inf, np.inf, np.nan, -0.0, -3.0], np.float32)
+    got = dynshape.run("relu", cuda.to_device(x)).copy_to_host()
+    np.testing.assert_array_equal(got, np.maximum(x, 0))
+    assert np.signbit(got[3])                                   # -0.0 stays -0.0
