@@ -194,15 +194,18 @@ CUDA_FAMILIES = ("unary", "binary", "copy", "reduce", "rowwise", "matmul", "pool
 
 
 def _cuda_families():
-    """The CUDA target's static kernels: the CPU families' ops and dtypes on GPU tile sets.
-    Tails are bounds (VARIABLE_FULL) or anchored full tiles (OVERLAP): no scratch tiles."""
+    """The CUDA target's static kernels: the CPU families' ops and dtypes (half precision
+    included, ``cuda.half``) on GPU tile sets. Tails are bounds (VARIABLE_FULL) or anchored
+    full tiles (OVERLAP): no scratch tiles."""
     from .abi.cuda_tiles import (CUDA_CONV_TILES, CUDA_ELEMENTWISE_TILES, CUDA_MATMUL_TILES,
                                  CUDA_POOL_TILES, CUDA_REDUCE_TILES, CUDA_ROWWISE_TILES)
     from .abi.vocabulary import CONV_OPS, POOL_OPS
     from .abi.vocabulary import BINARY_OPS, REDUCE_OPS, ROWWISE_OPS, UNARY_OPS
+    from .abi.storage import HALF_DTYPES
     modes = frozenset({TailMode.VARIABLE_FULL, TailMode.OVERLAP})
     variable = frozenset({TailMode.VARIABLE_FULL})
-    num = ("float32", "float64", "int32", "int64")
+    num = ("float32", "float64", "int32", "int64") + HALF_DTYPES
+    flt = ("float32", "float64") + HALF_DTYPES
     specs = {
         "unary": FamilySpec("unary", UNARY_OPS, num, CUDA_ELEMENTWISE_TILES, modes,
                             target="cuda"),
@@ -213,14 +216,14 @@ def _cuda_families():
                            op_base=UNARY_OPS.index("copy")),
         "reduce": FamilySpec("reduce", REDUCE_OPS, num, CUDA_REDUCE_TILES, variable,
                              target="cuda"),
-        "rowwise": FamilySpec("rowwise", ROWWISE_OPS, ("float32", "float64"),
+        "rowwise": FamilySpec("rowwise", ROWWISE_OPS, flt,
                               CUDA_ROWWISE_TILES, variable, quanta=(1, 8), target="cuda"),
         # output tiles of one block each; K walked inside in shared-memory blocks
-        "matmul": FamilySpec("matmul", ("matmul",), ("float32", "float64"), CUDA_MATMUL_TILES,
+        "matmul": FamilySpec("matmul", ("matmul",), flt, CUDA_MATMUL_TILES,
                              variable, quanta=(8, 16), target="cuda"),
-        "pool": FamilySpec("pool", POOL_OPS, ("float32", "float64"), CUDA_POOL_TILES, variable,
+        "pool": FamilySpec("pool", POOL_OPS, flt, CUDA_POOL_TILES, variable,
                            quanta=(4, 16), target="cuda"),
-        "conv": FamilySpec("conv", CONV_OPS, ("float32", "float64"), CUDA_CONV_TILES, variable,
+        "conv": FamilySpec("conv", CONV_OPS, flt, CUDA_CONV_TILES, variable,
                            quanta=(1, 1), target="cuda"),
     }
     return [specs[name] for name in CUDA_FAMILIES]

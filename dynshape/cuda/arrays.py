@@ -80,7 +80,7 @@ def info(x):
         import cupy
         x = cupy.from_dlpack(x)
         cai = x.__cuda_array_interface__
-    dtype = np.dtype(cai["typestr"])
+    dtype = _named_dtype(x, np.dtype(cai["typestr"]))
     shape = tuple(cai["shape"])
     strides = cai.get("strides")
     if strides is None:
@@ -90,6 +90,17 @@ def info(x):
             acc *= max(s, 1)
     ptr = cai["data"][0] or 0
     return DeviceLayout(shape, tuple(strides), dtype, ptr, _device_of(x), _kind(x))
+
+
+def _named_dtype(x, dtype):
+    """The array's own NumPy dtype where the interface's type string names raw bytes only
+    (``ml_dtypes.bfloat16`` is ``V2`` there) and the array knows better (Numba device
+    arrays keep their NumPy dtype)."""
+    if dtype.kind == "V":
+        own = getattr(x, "dtype", None)
+        if isinstance(own, np.dtype) and own.itemsize == dtype.itemsize:
+            return own
+    return dtype
 
 
 def _device_of(x):

@@ -11,7 +11,7 @@ import numpy as np
 from dynshape import ops
 from dynshape.cuda import arrays
 from dynshape.cuda.bridge import reset_stream, using_stream
-from dynshape.cuda.memory import DeviceView, Regions, extent
+from dynshape.cuda.memory import DeviceView, Regions, as_interface_array, extent, typestr
 from dynshape.errors import DeviceError
 
 
@@ -91,7 +91,7 @@ def _allocate(kind, like, shape, dtype):
 
 def _view(owner, ptr, shape, strides, dtype, kind):
     """A device array of ``owner``'s kind over other bytes of its allocation."""
-    desc = {"shape": tuple(shape), "strides": tuple(strides), "typestr": dtype.str,
+    desc = {"shape": tuple(shape), "strides": tuple(strides), "typestr": typestr(dtype),
             "data": (ptr, False), "version": 3}
     if kind == "simulator":
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
@@ -100,7 +100,7 @@ def _view(owner, ptr, shape, strides, dtype, kind):
             __array_interface__ = desc
         h = _Host()
         h.owner = owner
-        return FakeCUDAArray(np.asarray(h))
+        return FakeCUDAArray(as_interface_array(h, dtype))
     if kind == "cupy":
         import cupy
         mem = cupy.cuda.UnownedMemory(ptr, 0, owner)

@@ -29,8 +29,23 @@ class _Interface:
 
     def __init__(self, shape, strides, dtype, ptr):
         self.__array_interface__ = {"shape": tuple(shape), "strides": tuple(strides),
-                                    "typestr": np.dtype(dtype).str, "data": (ptr, False),
+                                    "typestr": typestr(dtype), "data": (ptr, False),
                                     "version": 3}
+
+
+def typestr(dtype):
+    """The array-interface type string of ``dtype``, or, for a dtype the string cannot
+    name (``ml_dtypes.bfloat16`` reads back as raw bytes ``V2``), the unsigned integer of its
+    size: view the array as ``dtype`` afterwards (:func:`as_interface_array`)."""
+    dt = np.dtype(dtype)
+    return dt.str if np.dtype(dt.str) == dt else np.dtype(f"u{dt.itemsize}").str
+
+
+def as_interface_array(holder, dtype):
+    """``np.asarray`` of an object with an ``__array_interface__`` written by
+    :func:`typestr`, viewed as ``dtype``."""
+    a = np.asarray(holder)
+    return a if a.dtype == dtype else a.view(dtype)
 
 
 def _refuse(name):
@@ -110,7 +125,8 @@ class Regions:
         i = bisect.bisect(self.starts, start)
         self.starts.insert(i, start)
         self.regions.insert(i, r)
-        base = np.asarray(_Interface(layout.shape, layout.strides, layout.dtype, start - lo))
+        base = as_interface_array(_Interface(layout.shape, layout.strides, layout.dtype,
+                                             start - lo), layout.dtype)
         return base.view(DeviceView)
 
     def resolve(self, a):

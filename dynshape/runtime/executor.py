@@ -112,8 +112,8 @@ class Executor:
         return self.lookup(launch, geo, self.key(launch, geo, get_target(launch.target).name))
 
     def check_target_dtype(self, launch, target):
-        """A DtypeError when the target's catalog has the family but not the dtype (half
-        precision runs on the CPU only, for example)."""
+        """A DtypeError naming the family's accepted dtypes when the target's catalog has
+        the family but not the dtype."""
         fam = catalog_for(target).families.get(self.family or launch.family)
         if fam is not None and launch.dtype not in fam.dtypes:
             raise DtypeError(f"{launch.op}: dtype {launch.dtype} is not supported on the "

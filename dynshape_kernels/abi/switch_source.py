@@ -7,7 +7,23 @@ order: one ``if code == K`` branch per op, the last op as the ``else``. An op mi
 expression is refused by name when the switch is generated, so a new vocabulary row without
 its scalar function fails at import, never at run time.
 """
+import re
+
 from .vocabulary import BINARY_OPS, FLOAT_ONLY_BINARY, UNARY, UNARY_OPS
+
+#: kinds of element type -> (load conversion, store conversion), by the names every target's
+#: half-precision helpers share (``cpu.half``, ``cuda.half``): the storage formats compute
+#: in float32 (``abi.storage``); the other kinds convert nothing
+KINDS = {"float": ("", ""), "integer": ("", ""), "float16": ("widen16", "narrow16"),
+         "bfloat16": ("widenbf", "narrowbf")}
+
+_OPERAND = re.compile(r"\b(v|a|b)\b")
+
+
+def renamed(expr):
+    """``expr`` with its operands ``v``, ``a``, ``b`` renamed ``v_``, ``a_``, ``b_`` (the
+    loaded values, when a switch converts its parameters first)."""
+    return _OPERAND.sub(r"\1_", expr)
 
 
 def unary_cases(exprs, integer, target):

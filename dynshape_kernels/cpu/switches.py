@@ -15,7 +15,6 @@ half-precision storage formats, whose loads convert to float32 and whose stores 
 NumPy's error model (x/0 gives inf or nan). ``generated_source(kind)`` shows the code.
 """
 import math
-import re
 
 from numba import types
 from numba.extending import overload
@@ -23,7 +22,7 @@ from numba.extending import overload
 from . import mathfuncs
 from .half import narrow16, narrowbf, widen16, widenbf
 from .scalar_ops import BINARY_SCALARS, UNARY_SCALARS, int_pow, relu, vmax, vmin
-from ..abi.switch_source import binary_cases, switch_source, unary_cases
+from ..abi.switch_source import KINDS, binary_cases, renamed, switch_source, unary_cases
 
 #: unary switches: name -> (parameters, the element ``v``: an array's load or a parameter,
 #: the store of the result: an array element, or None to return it)
@@ -45,12 +44,6 @@ BINARY_SWITCHES = {
     "zip_left_scalar": ("code, a, buf, n", "a", "buf[i]", "buf[i]"),
 }
 
-#: kinds of element type -> (load conversion, store conversion): the half-precision
-#: storage formats compute in float32 (``abi.storage``, ``cpu.half``)
-KINDS = {"float": ("", ""), "integer": ("", ""), "float16": ("widen16", "narrow16"),
-         "bfloat16": ("widenbf", "narrowbf")}
-
-_OPERAND = re.compile(r"\b(v|a|b)\b")
 
 
 def _parts(kind, names, sources, store):
@@ -67,7 +60,7 @@ def _body(loads, put, inplace_identity):
     def body(expr):
         if inplace_identity and expr == "v":
             return ["return"]                       # the identity in place: nothing to do
-        e = _OPERAND.sub(r"\1_", expr)
+        e = renamed(expr)
         if not loads:
             return [put.format(e)]
         return ["for i in range(n):", *loads, "    " + put.format(e)]

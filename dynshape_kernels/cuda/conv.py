@@ -5,7 +5,9 @@ output columns, clipped to the real sizes); each thread takes outputs of the til
 and walks K = Cg * KH * KW (taps in the padding skipped), accumulating in the dtype; the
 epilogue adds the bias and the residual and applies the activation (a unary op code of the
 vocabulary, identity for none) before the store. Sizes, strides and offsets come from the
-conv common area (``abi.conv_table``); weights are C-contiguous (M, Cg, KH, KW).
+conv common area (``abi.conv_table``); weights are C-contiguous (M, Cg, KH, KW). Half
+precision widens x, the weights, bias and residual to float32, accumulates and runs the
+epilogue in float32 (the activation's attributes float32) and rounds each output once.
 """
 from numba import cuda
 
@@ -14,13 +16,16 @@ from ..abi.conv_table import (CV_ACT, CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H,
                               CV_RSH, CV_RSN, CV_RSW, CV_SH, CV_SW, CV_W, CV_XOFF, CV_XSC,
                               CV_XSH, CV_XSN, CV_XSW, CV_YOFF, CV_YSC, CV_YSH, CV_YSN, CV_YSW,
                               T_G, T_IH0, T_IW0, T_M0, T_MV, T_N, T_OH0, T_OW0, T_VH, T_VW)
+from .half import access
 from .scalars import switches
 
 
-def make_conv(nbtype, integer):
+def make_conv(nbtype, kind):
     """The conv kernel of one float dtype:
     ``(x, w, bias, residual, y, common, entries, a0, a1)``."""
-    unary_op, _ = switches(False)
+    unary_op, _ = switches("float")
+    fmt = access(kind, nbtype)
+    load, store, ctype = fmt.load, fmt.store, fmt.compute
 
     def conv(x, w, bias, res, y, common, entries, a0, a1):
         e = cuda.blockIdx.x
@@ -55,7 +60,7 @@ def make_conv(nbtype, integer):
             r = rem // vw
             c = rem - r * vw
             m = g * common[CV_MG] + m0 + a
-            acc = nbtype(0)
+            acc = ctype(0)
             for ci in range(cg):
                 for p in range(kh):
                     ih = ih0 + r * sh + p * dh
@@ -64,16 +69,16 @@ def make_conv(nbtype, integer):
                     for q in range(kw):
                         iw = iw0 + c * sw + q * dw
                         if 0 <= iw < W:
-                            acc += x[xb + ci * common[CV_XSC] + ih * common[CV_XSH]
-                                     + iw * common[CV_XSW]] * w[((m * cg + ci) * kh + p) * kw + q]
+                            acc += load(x[xb + ci * common[CV_XSC] + ih * common[CV_XSH]
+                                          + iw * common[CV_XSW]]) \
+                                * load(w[((m * cg + ci) * kh + p) * kw + q])
             if common[CV_HASB] != 0:
-                acc += bias[common[CV_BOFF] + m * common[CV_BS]]
+                acc += load(bias[common[CV_BOFF] + m * common[CV_BS]])
             oh = oh0 + r
             ow = ow0 + c
             if common[CV_HASR] != 0:
-                acc += res[common[CV_ROFF] + n * common[CV_RSN] + m * common[CV_RSC]
-                           + oh * common[CV_RSH] + ow * common[CV_RSW]]
-            acc = unary_op(code, acc, a0, a1)
+                acc += load(res[common[CV_ROFF] + n * common[CV_RSN] + m * common[CV_RSC]
+                                + oh * common[CV_RSH] + ow * common[CV_RSW]])
             y[common[CV_YOFF] + n * common[CV_YSN] + m * common[CV_YSC] + oh * common[CV_YSH]
-              + ow * common[CV_YSW]] = acc
+              + ow * common[CV_YSW]] = store(unary_op(code, acc, a0, a1))
     return conv

@@ -14,20 +14,34 @@ import numpy as np
 
 from ..abi.common_area import C_NOUTER
 from ..abi.cuda_tiles import CUDA_ELEMENTWISE_TILES, CUDA_THREADS
+from ..abi.storage import HALF_DTYPES, carrier, compute
 
 #: the grid's y dimension (outer indices) is capped; kernels loop over the rest
 MAX_GRID_Y = 65535
+
+
+def kernel_types(dtype):
+    """``(element dtype, computed dtype, kind)`` of a catalog dtype name: a half-precision
+    format's kernels see its carrier, compute (and take attributes) in float32 and are of
+    the format's kind (``abi.storage``, ``abi.switch_source.KINDS``); any other dtype is its
+    own element and computed type, of kind integer or float."""
+    if dtype in HALF_DTYPES:
+        return np.dtype(carrier(dtype)), np.dtype(compute(dtype)), dtype
+    dt = np.dtype(dtype)
+    return dt, dt, "integer" if dt.kind in "iub" else "float"
 
 
 class FamilyKernel:
     """How one family's kernel is made and called.
 
     ``factory``: ``module:function`` making the kernel's Python function from
-    ``(numba type, integer)``. ``operands``: how many leading driver arguments are operand
+    ``(numba type of the elements, kind)`` (``kernel_types``: a half-precision dtype's
+    elements are its carrier). ``operands``: how many leading driver arguments are operand
     buffers (the output among them). ``tables``: how many driver arguments after them are
     table arrays (uploaded once). ``scalars``: whether a trailing attribute array is passed
-    to the kernel as that many scalars of the dtype. ``shared(dtype)``: static shared
-    memory in bytes (for the launch geometry)."""
+    to the kernel as that many scalars of the dtype's computed type (float32 for half
+    precision). ``shared``: static shared memory in elements of the dtype's carrier (for
+    the launch geometry)."""
 
     def __init__(self, family, factory, operands, tables=2, scalars=0, shared=0,
                  operand_dtypes=None):
@@ -40,13 +54,14 @@ class FamilyKernel:
         self.shared_elems = shared
 
     def shared_bytes(self, dtype):
-        return self.shared_elems * np.dtype(dtype).itemsize
+        return self.shared_elems * kernel_types(dtype)[0].itemsize
 
     def python_function(self, dtype):
         module, fn = self.factory.split(":")
         from numba import from_dtype
         m = importlib.import_module(module)
-        return getattr(m, fn)(from_dtype(np.dtype(dtype)), np.dtype(dtype).kind in "iu")
+        elems, _, kind = kernel_types(dtype)
+        return getattr(m, fn)(from_dtype(elems), kind)
 
     def call(self, launcher, args):
         """One launch for a driver call: operands to the device, table arrays uploaded once,
@@ -69,11 +84,12 @@ class FamilyKernel:
 
     def signature(self, dtype):
         from numba import from_dtype, types
-        t = from_dtype(np.dtype(dtype))
+        elems, comp, _ = kernel_types(dtype)
+        t = from_dtype(comp)
         i64_1 = types.Array(types.int64, 1, "C")
         i64_2 = types.Array(types.int64, 2, "C")
         kinds = self.operand_dtypes or (None,) * self.operands
-        ops = [types.Array(from_dtype(np.dtype(k or dtype)), 1, "C") for k in kinds]
+        ops = [types.Array(from_dtype(np.dtype(k) if k else elems), 1, "C") for k in kinds]
         args = ops + [i64_1, i64_2][:self.tables] + [t] * self.scalars
         return types.void(*args)
 
@@ -107,12 +123,13 @@ class MatmulKernel(FamilyKernel):
 
     def shared_bytes(self, dtype):
         from .matmul import BK, NMAX, TMAX
-        return (TMAX * BK + BK * NMAX) * np.dtype(dtype).itemsize
+        return (TMAX * BK + BK * NMAX) * kernel_types(dtype)[1].itemsize
 
     def signature(self, dtype):
         from numba import from_dtype, types
-        t = from_dtype(np.dtype(dtype))
-        arr = types.Array(t, 1, "C")
+        elems, comp, _ = kernel_types(dtype)
+        t = from_dtype(comp)
+        arr = types.Array(from_dtype(elems), 1, "C")
         i8 = types.int64
         return types.void(types.Array(i8, 2, "C"), i8, i8, i8, types.Array(i8, 2, "C"),
                           arr, i8, i8, arr, i8, i8, arr, i8, i8, t, t, arr, i8, i8,
@@ -127,7 +144,7 @@ class MatmulKernel(FamilyKernel):
                                       "cuda target yet")
         if len(entries) == 0:
             return False
-        t = np.dtype(launcher.dtype).type
+        t = kernel_types(launcher.dtype)[1].type
         launcher.kernel[(len(entries), 1), (launcher.threads,), br.stream()](
             br.table(entries), M, N, K, br.upload(np.ascontiguousarray(boffs)),
             br.device(ab), ars, acs, br.device(bb), brs, bcs, br.device(cb), crs, ccs,
@@ -150,9 +167,11 @@ class FusedKernel(FamilyKernel):
     def signature(self, dtype):
         from numba import from_dtype, types
         from ..abi.step_program import MAX_SIDES
-        arr = types.Array(from_dtype(np.dtype(dtype)), 1, "C")
+        elems, comp, _ = kernel_types(dtype)
+        arr = types.Array(from_dtype(elems), 1, "C")
+        attrs = types.Array(from_dtype(comp), 1, "C")      # float32 for half precision
         i1, i2 = types.Array(types.int64, 1, "C"), types.Array(types.int64, 2, "C")
-        return types.void(arr, arr, i1, i2, i2, arr, i1, *([arr] * MAX_SIDES))
+        return types.void(arr, arr, i1, i2, i2, attrs, i1, *([arr] * MAX_SIDES))
 
     def call(self, launcher, args):
         x, o, _oi, _of, common, entries, prog, pattrs, fctl, sides = args
@@ -186,7 +205,7 @@ class ConvKernel(FamilyKernel):
         if len(entries) == 0:
             return False
         br = launcher.bridge
-        t = np.dtype(launcher.dtype).type
+        t = kernel_types(launcher.dtype)[1].type
         launcher.kernel[(len(entries), 1), (launcher.threads,), br.stream()](
             br.device(x), br.device(w), br.operand_or_constant(b),
             br.operand_or_constant(r), br.device(y), br.table(common), br.table(entries),
@@ -279,4 +298,4 @@ class CudaDrivers:
 
 
 __all__ = ["CudaDrivers", "FAMILIES", "FamilyKernel", "Launcher", "compile_ptx",
-           "launch_geometry", "register"]
+           "kernel_types", "launch_geometry", "register"]

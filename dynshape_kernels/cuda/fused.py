@@ -6,7 +6,10 @@ turn, loads x, runs the step program (``abi.step_program``: unary ops, binary op
 constant or a side input on either side) in registers through the switches generated from
 the vocabulary, and stores the result: one launch, no intermediate array. Side inputs are
 the common area's operands 2.. (broadcast by stride 0). Chains ending in a row-wise op or a
-reduction are not run here (the fused call refuses them on the device).
+reduction are not run here (the fused call refuses them on the device). Half precision
+carries the format's bits from step to step: every step widens, computes in float32 and
+rounds, as the ops one by one do (bit for bit); the attributes ``pattrs`` are float32 and a
+constant operand is rounded to the format where a step uses it, as on the CPU.
 """
 from numba import cuda
 
@@ -15,14 +18,16 @@ from ..abi.common_area import (C_M, C_N, C_NOUTER, C_OPS, E_ANCH0, E_ANCH1, E_OF
 from ..abi.fused_table import F_T0, F_T1
 from ..abi.step_program import (K_CONST_L, K_CONST_R, K_SIDE_L, K_SIDE_R, K_UNARY, P_ATTR,
                                 P_CODE, P_KIND, P_SIDE)
+from .half import access
 from .scalars import switches
 from .tiles import operand_strides, outer_offset, resolve
 
 
-def make_fused(nbtype, integer):
+def make_fused(nbtype, dtype_kind):
     """The fused kernel of one dtype:
     ``(x, out, common, entries, prog, pattrs, fctl, side0, side1, side2, side3)``."""
-    unary_op, binary_op = switches(integer)
+    unary_op, binary_op = switches(dtype_kind)
+    constant = access(dtype_kind, nbtype).store      # a half tile's constant: rounded, its bits
 
     def fused(x, o, common, entries, prog, pattrs, fctl, s0, s1, s2, s3):
         e = cuda.blockIdx.x
@@ -49,9 +54,9 @@ def make_fused(nbtype, integer):
                             a = prog[s, P_ATTR]
                             v = unary_op(code, v, pattrs[a], pattrs[a + 1])
                         elif kind == K_CONST_R:
-                            v = binary_op(code, v, pattrs[prog[s, P_ATTR]])
+                            v = binary_op(code, v, constant(pattrs[prog[s, P_ATTR]]))
                         elif kind == K_CONST_L:
-                            v = binary_op(code, pattrs[prog[s, P_ATTR]], v)
+                            v = binary_op(code, constant(pattrs[prog[s, P_ATTR]]), v)
                         else:
                             k = prog[s, P_SIDE]
                             blk = C_OPS + (2 + k) * OP_BLOCK

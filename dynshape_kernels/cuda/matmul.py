@@ -6,12 +6,15 @@ A tile (TM x BK) and a B tile (BK x TN) in shared memory (zero-filled past the e
 every thread accumulates its own outputs of the tile (threads stride by the block size, so
 a 256-thread block gives each thread TM * TN / 256 accumulators). The epilogue runs while
 storing. The driver is called with the CPU matmul driver's arguments; fused epilogue step
-programs are not run on the device (the executor refuses them before the call).
+programs are not run on the device (the executor refuses them before the call). Half
+precision stages A and B widened to float32, accumulates and runs the epilogue in float32
+(alpha, beta float32; C_in and bias read in the format) and rounds each output once.
 """
 from numba import cuda
 
 from ..abi.cuda_tiles import CUDA_MATMUL_TILES
 from ..abi.matmul_table import M_BATCH, M_M0, M_N0, M_SLOT, M_TM, M_TN
+from .half import access
 from .scalars import switches
 
 BK = 16
@@ -26,9 +29,11 @@ TMS = tuple(t[0] for t in CUDA_MATMUL_TILES)
 TNS = tuple(t[1] for t in CUDA_MATMUL_TILES)
 
 
-def make_matmul(nbtype, integer):
+def make_matmul(nbtype, kind):
     """The matmul kernel of one float dtype (arguments: see ``MatmulKernel.call``)."""
-    unary_op, _ = switches(False)
+    unary_op, _ = switches("float")
+    fmt = access(kind, nbtype)
+    load, store, ctype = fmt.load, fmt.store, fmt.compute
     tms, tns = TMS, TNS
 
     def matmul(entries, M, N, K, boffs, a, ars, acs, b, brs, bcs, c, crs, ccs, alpha, beta,
@@ -52,9 +57,9 @@ def make_matmul(nbtype, integer):
         bo_ = boffs[bt, 1]
         co = boffs[bt, 2]
         io = boffs[bt, 3]
-        sa = cuda.shared.array((TMAX, BK), nbtype)
-        sb = cuda.shared.array((BK, NMAX), nbtype)
-        acc = cuda.local.array(ACC, nbtype)
+        sa = cuda.shared.array((TMAX, BK), ctype)
+        sb = cuda.shared.array((BK, NMAX), ctype)
+        acc = cuda.local.array(ACC, ctype)
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
         mine = (tm * tn + nt - 1) // nt
@@ -64,16 +69,16 @@ def make_matmul(nbtype, integer):
             for i in range(tid, tm * BK, nt):
                 r = i // BK
                 kk = i - r * BK
-                v = nbtype(0)
+                v = ctype(0)
                 if r < mv and k0 + kk < K:
-                    v = a[ao + (m0 + r) * ars + (k0 + kk) * acs]
+                    v = load(a[ao + (m0 + r) * ars + (k0 + kk) * acs])
                 sa[r, kk] = v
             for i in range(tid, BK * tn, nt):
                 kk = i // tn
                 cc = i - kk * tn
-                v = nbtype(0)
+                v = ctype(0)
                 if cc < nv and k0 + kk < K:
-                    v = b[bo_ + (k0 + kk) * brs + (n0 + cc) * bcs]
+                    v = load(b[bo_ + (k0 + kk) * brs + (n0 + cc) * bcs])
                 sb[kk, cc] = v
             cuda.syncthreads()
             for q in range(mine):
@@ -94,10 +99,10 @@ def make_matmul(nbtype, integer):
                 if r < mv and cc < nv:
                     v = alpha * acc[q]
                     if beta != 0:
-                        v += beta * cin[io + (m0 + r) * irs + (n0 + cc) * ics]
+                        v += beta * load(cin[io + (m0 + r) * irs + (n0 + cc) * ics])
                     if has_bias:
-                        v += bias[bo + (n0 + cc) * bst]
+                        v += load(bias[bo + (n0 + cc) * bst])
                     if act > 0:
                         v = unary_op(act - 1, v, 0.0, 0.0)
-                    c[co + (m0 + r) * crs + (n0 + cc) * ccs] = v
+                    c[co + (m0 + r) * crs + (n0 + cc) * ccs] = store(v)
     return matmul

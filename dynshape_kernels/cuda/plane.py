@@ -6,7 +6,8 @@ decodes into (op code, tile slot) exactly as on the CPU; the tile is clipped by 
 (VARIABLE tails) or anchored back from the end (OVERLAP), both resolved by ``resolve``.
 Row tiles map consecutive threads to consecutive columns. The square slot stages the tile
 through shared memory when an input is read across its columns (a transposed copy): reads
-are then coalesced along the input's rows and writes along the output's columns.
+are then coalesced along the input's rows and writes along the output's columns. Half
+precision moves carriers; the switches of its kind widen, compute in float32 and round.
 """
 from numba import cuda
 
@@ -25,12 +26,10 @@ T0S = tuple(t[0] for t in CUDA_ELEMENTWISE_TILES)
 T1S = tuple(t[1] for t in CUDA_ELEMENTWISE_TILES)
 
 
-
-
-def make_unary(nbtype, integer):
+def make_unary(nbtype, kind):
     """The unary kernel of one dtype: ``(x, out, common, entries, a0, a1)`` (the op's
-    attributes as scalars of the dtype)."""
-    unary_op, _ = switches(integer)
+    attributes as scalars of the computed dtype)."""
+    unary_op, _ = switches(kind)
     t0s, t1s = T0S, T1S
 
     def unary(x, o, common, entries, a0, a1):
@@ -70,9 +69,9 @@ def make_unary(nbtype, integer):
     return unary
 
 
-def make_binary(nbtype, integer):
+def make_binary(nbtype, kind):
     """The binary kernel of one dtype: ``(a, b, out, common, entries)``."""
-    _, binary_op = switches(integer)
+    _, binary_op = switches(kind)
     t0s, t1s = T0S, T1S
 
     def binary(a, b, o, common, entries):

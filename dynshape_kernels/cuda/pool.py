@@ -5,7 +5,8 @@ merged); each thread takes outputs in turn and walks its window (kernel, strides
 from the pool block of the common area; the tile's first input row and column from the
 entry, ``abi.pool_table``). Taps in the padding are skipped. Max propagates NaN and gives
 -inf for a window that sees only padding; avg divides by the taps inside the input, or with
-count_include_pad by those inside the padded input (the CPU driver's rules).
+count_include_pad by those inside the padded input (the CPU driver's rules). Half
+precision widens every tap to float32 and rounds each output once to the format.
 """
 import math
 
@@ -16,6 +17,7 @@ from ..abi.cuda_tiles import CUDA_POOL_TILES
 from ..abi.pool_table import (E_IH0, E_IW0, P_CIP, P_DH, P_DW, P_H, P_KH, P_KW, P_PB, P_PR,
                               P_SH, P_SW, P_W, POOL_BLOCK_START)
 from ..abi.vocabulary import MAX_POOL
+from .half import access
 from .tiles import decode_entry, operand_strides, outer_offset
 
 N_SLOTS = len(CUDA_POOL_TILES)
@@ -24,9 +26,11 @@ T1S = tuple(t[1] for t in CUDA_POOL_TILES)
 _P = POOL_BLOCK_START
 
 
-def make_pool(nbtype, integer):
+def make_pool(nbtype, kind):
     """The pool kernel of one float dtype: ``(x, out, common, entries)``."""
     t0s, t1s = T0S, T1S
+    fmt = access(kind, nbtype)
+    load, store = fmt.load, fmt.store_wide
 
     def pool(x, o, common, entries):
         e = cuda.blockIdx.x
@@ -65,7 +69,7 @@ def make_pool(nbtype, integer):
                         for b in range(kw):
                             iw = w0 + b * dw
                             if 0 <= ih < H and 0 <= iw < W:
-                                v = x[xb + ih * xsh + iw * xsw]
+                                v = load(x[xb + ih * xsh + iw * xsw])
                                 if code == MAX_POOL:
                                     if not (acc >= v or acc != acc):
                                         acc = v
@@ -76,6 +80,6 @@ def make_pool(nbtype, integer):
                                 taps += 1
                     if code != MAX_POOL:
                         acc = acc / taps if taps > 0 else math.nan
-                    o[ob + (r0 + r) * osm + (c0 + c) * osn] = acc
+                    o[ob + (r0 + r) * osm + (c0 + c) * osn] = store(acc)
                 j += cuda.gridDim.y
     return pool

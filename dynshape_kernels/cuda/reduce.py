@@ -8,7 +8,9 @@ reduction block, then the group combines its lanes in shared memory by halving. 
 semantics are the CPU driver's: float32 sums and means accumulate in float64, integer sums
 in int64 (wrapping), integer means in float64; max/min propagate NaN; argmax/argmin give the
 first extreme index, or the first NaN's. The output buffer written is the one the reduction
-block's kind names (same dtype, int64 or float64).
+block's kind names (same dtype, int64 or float64). Half precision loads widen to float32,
+sums and means accumulate in float64 like float32's, and a result is rounded once to the
+format (through float32 rounded to odd, as on the CPU).
 """
 import math
 
@@ -18,6 +20,7 @@ from ..abi.common_area import (C_NOUTER, C_OPS, OP_BLOCK, R_COUNT, R_ND, R_OUTKI
                                R_STR, OUT_F64, OUT_I64)
 from ..abi.cuda_tiles import CUDA_REDUCE_TILES, CUDA_THREADS
 from ..abi.vocabulary import ARGMAX, ARGMIN, MAX, MEAN, SUM
+from .half import access
 from .tiles import decode_entry, operand_strides, outer_offset
 
 N_SLOTS = len(CUDA_REDUCE_TILES)
@@ -50,16 +53,18 @@ def better(code, v, i, w, j):
     return w < v or (w == v and j < i)
 
 
-def make_reduce(nbtype, integer):
+def make_reduce(nbtype, kind):
     """The reduce kernel of one dtype: ``(x, out, out_i64, out_f64, common, entries)``."""
-    acc_t = int64 if integer else float64
+    acc_t = int64 if kind == "integer" else float64
+    fmt = access(kind, nbtype)
+    load, store = fmt.load, fmt.store_wide
     t0s, t1s = T0S, T1S
 
     def reduce_(x, o, oi, of, common, entries):
         e = cuda.blockIdx.x
         code, slot, r0, v0, c0, v1, t0, t1 = decode_entry(entries, e, common, t0s, t1s)
         count = common[_RB + R_COUNT]
-        kind = common[_RB + R_OUTKIND]
+        okind = common[_RB + R_OUTKIND]
         osm, osn = operand_strides(common, 0)
         xsm, xsn = operand_strides(common, 1)
         tid = cuda.threadIdx.x
@@ -86,10 +91,10 @@ def make_reduce(nbtype, integer):
                 if active:
                     if code == SUM or code == MEAN:
                         for t in range(lane, count, g):
-                            acc += acc_t(x[xo + red_offset(common, t)])
+                            acc += acc_t(load(x[xo + red_offset(common, t)]))
                     else:
                         for t in range(lane, count, g):
-                            w = acc_t(x[xo + red_offset(common, t)])
+                            w = acc_t(load(x[xo + red_offset(common, t)]))
                             if best < 0 or better(code, acc, best, w, t):
                                 acc = w
                                 best = t
@@ -115,14 +120,14 @@ def make_reduce(nbtype, integer):
                         oi[oo] = si[tid]
                     elif code == MEAN:
                         m = float64(res) / count if count > 0 else math.nan
-                        if kind == OUT_F64:
+                        if okind == OUT_F64:
                             of[oo] = m
                         else:
-                            o[oo] = m
-                    elif kind == OUT_I64:
+                            o[oo] = store(m)
+                    elif okind == OUT_I64:
                         oi[oo] = int64(res)
                     else:
-                        o[oo] = res
+                        o[oo] = store(res)
                 cuda.syncthreads()
             j += cuda.gridDim.y
     return reduce_

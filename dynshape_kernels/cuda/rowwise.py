@@ -6,7 +6,8 @@ clipped by bounds) for outer index ``j``; ``G = blockDim / T1`` threads (a power
 least 1) share a row: each pass walks the row's elements ``l, l + G, ...`` (logical order of
 the reduction block), the group combines its partial max or sum in shared memory by halving,
 and every lane reads the result back. Statistics accumulate in float64; the output is
-rounded once. Operand blocks of the common area: out, x, weight, bias (a missing weight or
+rounded once (half precision: x, weight and bias are read in x's format and widened, the
+result rounded once to the format through float32 rounded to odd). Operand blocks of the common area: out, x, weight, bias (a missing weight or
 bias has stride 0 and is not read).
 """
 import math
@@ -16,6 +17,7 @@ from numba import cuda, float64
 from ..abi.common_area import C_NOUTER, C_OPS, MAX_RED, OP_BLOCK, R_COUNT, R_ND, R_SHAPE, R_STR
 from ..abi.cuda_tiles import CUDA_ROWWISE_TILES, CUDA_THREADS
 from ..abi.vocabulary import LAYER_NORM, LOG_SOFTMAX, RMS_NORM, SOFTMAX
+from .half import access
 from .tiles import decode_entry, operand_strides, outer_offset
 
 N_SLOTS = len(CUDA_ROWWISE_TILES)
@@ -53,10 +55,12 @@ def group_combine(sv, tid, lane, g, is_max):
         h //= 2
 
 
-def make_rowwise(nbtype, integer):
+def make_rowwise(nbtype, kind):
     """The row-wise kernel of one float dtype:
     ``(x, weight, bias, out, common, entries, eps, has_weight, has_bias)``."""
     t0s, t1s = T0S, T1S
+    fmt = access(kind, nbtype)
+    load, store = fmt.load, fmt.store_wide
 
     def rowwise(x, w, b, o, common, entries, eps, has_w, has_b):
         e = cuda.blockIdx.x
@@ -90,7 +94,7 @@ def make_rowwise(nbtype, integer):
                 acc = -math.inf if (code == SOFTMAX or code == LOG_SOFTMAX) else 0.0
                 if active:
                     for t in range(lane, count, g):
-                        v = float64(x[xo + norm_offset(common, 1, t)])
+                        v = float64(load(x[xo + norm_offset(common, 1, t)]))
                         if code == SOFTMAX or code == LOG_SOFTMAX:
                             acc = acc if (acc >= v or acc != acc) else v
                         elif code == RMS_NORM:
@@ -106,7 +110,7 @@ def make_rowwise(nbtype, integer):
                 mean = s1 / count if count > 0 else 0.0
                 if active and code != RMS_NORM:
                     for t in range(lane, count, g):
-                        v = float64(x[xo + norm_offset(common, 1, t)])
+                        v = float64(load(x[xo + norm_offset(common, 1, t)]))
                         if code == LAYER_NORM:
                             acc += (v - mean) * (v - mean)
                         else:
@@ -124,7 +128,7 @@ def make_rowwise(nbtype, integer):
                     else:
                         scale = math.log(s2) if code == LOG_SOFTMAX else 1.0 / s2
                     for t in range(lane, count, g):
-                        v = float64(x[xo + norm_offset(common, 1, t)])
+                        v = float64(load(x[xo + norm_offset(common, 1, t)]))
                         if code == SOFTMAX:
                             y = math.exp(v - s1) * scale
                         elif code == LOG_SOFTMAX:
@@ -132,10 +136,10 @@ def make_rowwise(nbtype, integer):
                         else:
                             y = (v - mean) * scale if code == LAYER_NORM else v * scale
                             if has_w != 0:
-                                y *= float64(w[wb + norm_offset(common, 2, t)])
+                                y *= float64(load(w[wb + norm_offset(common, 2, t)]))
                             if has_b != 0:
-                                y += float64(b[bb + norm_offset(common, 3, t)])
-                        o[oo + norm_offset(common, 0, t)] = y
+                                y += float64(load(b[bb + norm_offset(common, 3, t)]))
+                        o[oo + norm_offset(common, 0, t)] = store(y)
                 cuda.syncthreads()
             j += cuda.gridDim.y
     return rowwise

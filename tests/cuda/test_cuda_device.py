@@ -55,3 +55,39 @@ def test_never_seen_shapes_compile_nothing_and_upload_no_table_twice(cp, device)
         dynshape.run("tanh", cp.ones((8, n), cp.float32))
     assert DRIVERS.loaded() == loaded
     assert BRIDGE.uploads - uploads <= 3               # one common area per new layout
+
+
+def test_half_precision_bit_for_bit_on_the_device(device):
+    """The device's conversions (bitcasts in PTX, not the simulator's views) on every
+    float16/bfloat16 carrier and on float32 bit patterns, and a few ops, against NumPy."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from dynshape_kernels.cuda import half
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+
+    @device.jit
+    def convert(h16, hbf, f, w16, wbf, n16, nbf):
+        i = device.grid(1)
+        if i < h16.size:
+            w16[i] = half.widen16(h16[i])
+            wbf[i] = half.widenbf(hbf[i])
+        if i < f.size:
+            n16[i] = half.narrow16(f[i])
+            nbf[i] = half.narrowbf(f[i])
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    f = np.random.default_rng(0).integers(0, 1 << 32, 1 << 16, dtype=np.uint64)
+    f = f.astype(np.uint32).view(np.float32)
+    out = [np.empty(1 << 16, t) for t in (np.float32, np.float32, np.uint16, np.int16)]
+    dev = [device.to_device(a) for a in out]
+    convert[256, 256](device.to_device(every), device.to_device(every.view(np.int16)),
+                      device.to_device(f), *dev)
+    w16, wbf, n16, nbf = (d.copy_to_host() for d in dev)
+    np.testing.assert_array_equal(w16.view(np.uint32), every.view(np.float16).astype(
+        np.float32).view(np.uint32))
+    np.testing.assert_array_equal(wbf.view(np.uint32), every.view(bf16).astype(
+        np.float32).view(np.uint32))
+    ok = ~np.isnan(f)
+    np.testing.assert_array_equal(n16[ok], f[ok].astype(np.float16).view(np.uint16))
+    np.testing.assert_array_equal(nbf[ok], f[ok].astype(bf16).view(np.int16))
+    x = np.random.default_rng(1).standard_normal((37, 199)).astype(np.float16)
+    got = dynshape.run("add", device.to_device(x), device.to_device(x)).copy_to_host()
+    np.testing.assert_array_equal(got, (x.astype(np.float32) * 2).astype(np.float16))

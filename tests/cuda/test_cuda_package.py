@@ -28,11 +28,11 @@ def test_every_catalog_cuda_kernel_compiles_to_ptx_for_both_ccs(ptx_package):
     m = json.loads((ptx_package / "cuda-manifest.json").read_text())
     assert m["ccs"] == ["80", "90"] and m["catalog_hash"] == CATALOG.hash
     want = {k.id for k in CATALOG.kernels_of("cuda")}
-    assert want
+    assert want and {"float16", "bfloat16"} <= {k.dtype for k in CATALOG.kernels_of("cuda")}
     for cc in ("80", "90"):
         covered = []
         fused = {r["dtype"] for r in m["kernels"] if r["cc"] == cc and r["family"] == "fused"}
-        assert fused == {"float32", "float64", "int32", "int64"}
+        assert fused == {"float32", "float64", "int32", "int64", "float16", "bfloat16"}
         for r in (r for r in m["kernels"] if r["cc"] == cc):
             covered += range(*r["kernel_ids"]) if r["kernel_ids"] else []
             ptx = (ptx_package / r["file"]).read_text()

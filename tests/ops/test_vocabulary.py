@@ -69,7 +69,11 @@ def test_every_cpu_and_cuda_switch_has_one_branch_per_op(kind):
     unary = [i for i, u in enumerate(UNARY) if not (integer and u.float_only)]
     binary = [i for i, b in enumerate(BINARY_OPS) if not (integer and b in FLOAT_ONLY_BINARY)]
     cpu = switches.generated_source(kind)
-    cuda = scalars.generated_source(integer)
+    cuda = scalars.generated_source(kind)
+    load, narrow = switches.KINDS[kind]
+    if load:           # the half kinds widen their operands and round every result, both targets
+        for source in (cpu, cuda):
+            assert f"{load}(" in source and f"{narrow}(" in source, kind
     for source, names in ((cpu, switches.UNARY_SWITCHES), (cuda, ["unary_op"])):
         for name in names:
             codes, has_else = _branches(source, name)
