@@ -108,6 +108,7 @@ def measure(repeats=9):
     from dynshape_kernels import drivers
     from dynshape_kernels.catalog import CATALOG
     from dynshape_kernels.abi.tail_mode import DISCARD
+    from dynshape_kernels.abi.tiles import square_tile
 
     from dynshape.runtime.layout import plane
     from dynshape.tables.param_table import ParamTable
@@ -153,7 +154,7 @@ def measure(repeats=9):
     empty[:, 5] += 10 * n                       # every entry resolves to nothing
     entry = run(x, o, (n,), flat, 1, 512, empty) / len(empty)
     rows = x.reshape(-1, 1)[: 1 << 15]
-    sq0, sq1 = max((t[:2] for t in CATALOG.families["unary"].tiles), key=lambda t: t[0])
+    sq0, sq1 = square_tile(CATALOG.families["unary"].tiles)
     e_rows = grid(1 << 15, 1, sq0, sq1)
     row = max(run(rows, o[: 1 << 15].reshape(-1, 1), rows.shape, [(1, 1), (1, 1)], sq0, sq1,
                   e_rows) / (1 << 15) - vec - entry / sq0, 0.1)

@@ -4,6 +4,11 @@
 #: unary, binary and copy: three row tiles and a square tile for transposed access (64x64:
 #: a transposed operand's pages and cache lines are each read 256 bytes at a time)
 ELEMENTWISE_TILES = ((1, 512, 32), (1, 4096, 64), (1, 16384, 64), (64, 64, 8))
+
+
+def square_tile(tiles=ELEMENTWISE_TILES):
+    """(T0, T1) of the slot with the most rows: the elementwise 2-D tile."""
+    return max((t[:2] for t in tiles), key=lambda t: t[0])
 #: reductions: tiles of the kept plane; the reduced dimensions are walked inside
 REDUCE_TILES = ((1, 1, 0), (1, 32, 0), (1, 1024, 0), (8, 128, 0))
 #: row-wise ops: tiles of rows; the normalized dimensions are walked inside

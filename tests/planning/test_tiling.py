@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 from dynshape_kernels.catalog import CATALOG
+from dynshape_kernels.abi.tiles import square_tile
 from dynshape_kernels.cpu.elementwise import SERIAL_ELEMENTS
 from dynshape_kernels.abi.tail_mode import (ANCHOR_END, DISCARD, OVERLAP, VARIABLE_FULL,
                                         VARIABLE_PARTIAL, TailMode)
@@ -149,7 +150,7 @@ def test_with_every_mode_allowed_the_optimizer_chooses_variable_full_tails(strid
         assert modes == {VARIABLE_FULL}, (m, n, modes)
 
 
-_SQUARE = max((t[:2] for t in CATALOG.families["unary"].tiles), key=lambda t: t[0])
+_SQUARE = square_tile(CATALOG.families["unary"].tiles)
 
 
 @pytest.mark.parametrize("t0,T,strided", [(1, 512, False), (1, 4096, False),

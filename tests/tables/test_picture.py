@@ -15,6 +15,7 @@ from dynshape.pictures.drawing import colours
 from dynshape.pictures.geometry import label
 from dynshape.pictures.picture import KINDS, counts, figure, plot_table, plane_geometry, tile_rectangles
 from dynshape_kernels.catalog import CATALOG
+from dynshape_kernels.abi.tiles import square_tile
 from dynshape_kernels.abi.common_area import E_MODE0, E_MODE1
 from dynshape_kernels.abi.tail_mode import ANCHOR_END, ANCHOR_START, DISCARD, OVERLAP, VARIABLE_FULL
 
@@ -38,7 +39,7 @@ def _table(entries, bucket, shape):
 
 
 #: the elementwise family's square tile (T0 x T1), the one 2-D slot
-T0, T1 = max((t[:2] for t in CATALOG.families["unary"].tiles), key=lambda t: t[0])
+T0, T1 = square_tile(CATALOG.families["unary"].tiles)
 
 
 def _hand_made():
