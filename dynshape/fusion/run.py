@@ -280,11 +280,9 @@ def _execute_lead(fused, a, b, sides, named, out):
         if fused.lead_input is not None:
             inputs.append(bound[fused.lead_input])
     launch = spec.prepare(inputs, out, attrs)
-    if launch.dtype not in DTYPES or launch.dtype in HALF_DTYPES:
-        accepted = [d for d in DTYPES if d not in HALF_DTYPES]
+    if launch.dtype not in DTYPES:
         raise DtypeError(f"{fused!r}: dtype {launch.dtype} of the {lead.op} is not supported "
-                         f"in a fused sequence led by {lead.op}; accepted: "
-                         f"{', '.join(accepted)} (run {lead.op} alone for half precision)")
+                         f"in a fused sequence led by {lead.op}; accepted: {', '.join(DTYPES)}")
     result = launch.result
     dt = np.dtype(launch.dtype)
     prog = fused.program(launch.dtype)

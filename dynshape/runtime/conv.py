@@ -24,6 +24,7 @@ from dynshape_kernels.abi.conv_table import (CV_ACT, CV_BOFF, CV_BS, CV_C, CV_CG
                                               CV_ROFF, CV_SH, CV_SIZE, CV_SW, CV_W, CV_XOFF,
                                               CV_YOFF)
 from dynshape_kernels.abi.step_program import MAX_SIDES, empty_program
+from dynshape_kernels.abi.storage import carried_compute
 from dynshape_kernels.abi.tiles import CONV_TILES
 
 from dynshape.errors import SettingError
@@ -91,12 +92,14 @@ _NO_STEPS = {}
 
 
 def _no_steps(dt):
-    """The empty epilogue program (prog, pattrs, sides, cgeo) of dtype ``dt``."""
+    """The empty epilogue program (prog, pattrs, sides, cgeo) of kernel dtype ``dt`` (a
+    carrier for half precision; ``pattrs`` is of the computed dtype)."""
     st = _NO_STEPS.get(dt)
     if st is None:
         dummy = np.zeros(1, dt)
         dummy.flags.writeable = False
-        prog, pattrs, cgeo = empty_program(), np.zeros(2, dt), np.zeros((MAX_SIDES, 5), np.int64)
+        prog, cgeo = empty_program(), np.zeros((MAX_SIDES, 5), np.int64)
+        pattrs = np.zeros(2, carried_compute(dt.name))
         for a in (prog, pattrs, cgeo):
             a.flags.writeable = False
         st = _NO_STEPS[dt] = (prog, pattrs, (dummy,) * MAX_SIDES, cgeo)

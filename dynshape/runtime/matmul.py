@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 from dynshape_kernels.abi.step_program import MAX_SIDES, empty_program
+from dynshape_kernels.abi.storage import carried_compute
 from dynshape_kernels.catalog import CATALOG
 
 from dynshape.planning.matmul import combine
@@ -62,12 +63,13 @@ _NO_STEPS = {}
 
 
 def _no_steps(dt):
-    """The empty epilogue program (prog, pattrs, sides, sgeo) of dtype ``dt``."""
+    """The empty epilogue program (prog, pattrs, sides, sgeo) of kernel dtype ``dt`` (a
+    carrier for half precision; ``pattrs`` is of the computed dtype)."""
     st = _NO_STEPS.get(dt)
     if st is None:
         dummy = np.zeros(1, dt)
-        st = _NO_STEPS[dt] = (empty_program(), np.zeros(2, dt), (dummy,) * MAX_SIDES,
-                              np.zeros((MAX_SIDES, 4), np.int64))
+        st = _NO_STEPS[dt] = (empty_program(), np.zeros(2, carried_compute(dt.name)),
+                              (dummy,) * MAX_SIDES, np.zeros((MAX_SIDES, 4), np.int64))
     return st
 
 

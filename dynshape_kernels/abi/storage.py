@@ -29,3 +29,12 @@ def carrier(dtype_name):
 def compute(dtype_name):
     """The dtype a kernel of ``dtype_name`` computes in."""
     return COMPUTE.get(dtype_name, dtype_name)
+
+
+def carried_compute(kernel_dtype_name):
+    """The dtype a kernel computes in for buffers it sees as ``kernel_dtype_name`` (a carrier
+    gives its format's computed dtype, float32; any other dtype is its own)."""
+    for fmt, c in CARRIERS.items():
+        if c == kernel_dtype_name:
+            return COMPUTE[fmt]
+    return kernel_dtype_name

@@ -47,7 +47,7 @@ from .gemm_pack import _aligned_empty, _kc_block, pack_a
 from .gemm_ukernel import load_at
 from .half import compute_empty, load
 from .scalar_ops import cast_like
-from ..abi.storage import carrier
+from ..abi.storage import carrier, compute
 from .steps import MAX_SIDES
 
 #: (max output channels, max output positions, unused) per slot, for every dtype
@@ -123,7 +123,7 @@ def gemm_tile(slot, x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0
                            has_b, bval, has_r, res, ro, common[CV_RSH], common[CV_RSW], code,
                            a0, a1)
     if steps:       # the fused sequence's program over the whole tile, then the stores
-        tile_steps(ws_c, 0, ldc, mv, vh, vw, vw, prog, pattrs, sides, cgeo, lgeo, n, mg, oh0,
+        tile_steps(y, ws_c, 0, ldc, mv, vh, vw, vw, prog, pattrs, sides, cgeo, lgeo, n, mg, oh0,
                    ow0)
         for i in range(mv):
             yo = (common[CV_YOFF] + n * common[CV_YSN] + (mg + i) * common[CV_YSC]
@@ -250,4 +250,5 @@ def signature(dtype):
     tab = types.Array(types.int64, 2, "C", readonly=True)
     return (ro, ro, ro, ro, rw, types.Array(types.int64, 1, "C", readonly=True), tab,
             types.Array(types.float64, 1, "C", readonly=True),
-            tab, ro, types.UniTuple(ro, MAX_SIDES), tab)
+            tab, types.Array(getattr(types, compute(dtype)), 1, "C", readonly=True),
+            types.UniTuple(ro, MAX_SIDES), tab)

@@ -149,7 +149,7 @@ def direct_tile(x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0, iw
                            common[CV_YSW], False, zero, has_r, res, ro, common[CV_RSH],
                            common[CV_RSW], code, a0, a1)
     if steps:       # the fused sequence's program over the whole tile, then the stores
-        tile_steps(acc, 0, vh * pitch, mv, vh, vw, pitch, prog, pattrs, sides, cgeo, lgeo, n,
+        tile_steps(y, acc, 0, vh * pitch, mv, vh, vw, pitch, prog, pattrs, sides, cgeo, lgeo, n,
                    mfirst, oh0, ow0)
         for i in range(mv):
             yo = (common[CV_YOFF] + n * common[CV_YSN] + (mfirst + i) * common[CV_YSC]

@@ -22,7 +22,7 @@ otherwise one call per channel of ``vh`` rows of ``vw``.
 """
 from numba import njit
 
-from .steps import MAX_SIDES, apply_steps
+from .steps import MAX_SIDES, apply_steps_as
 from .switches import map_inplace
 from .gemm_ukernel import load_at, store_at
 from .half import load, store
@@ -83,10 +83,11 @@ def finish_channel(acc, a, vh, vw, pitch, y, yo, ysh, ysw, has_b, bval, has_r, r
 
 
 @njit(cache=True)
-def tile_steps(acc, a, cstride, mv, vh, vw, pitch, prog, pattrs, sides, cgeo, lgeo, n, m, oh0,
-               ow0):
+def tile_steps(y, acc, a, cstride, mv, vh, vw, pitch, prog, pattrs, sides, cgeo, lgeo, n, m,
+               oh0, ow0):
     """Run the step program on the ``mv`` channels of a tile (channel i's rows of ``vw`` at
-    ``pitch`` from ``acc[a + i*cstride]``) whose first element is output (n, m, oh0, ow0)."""
+    ``pitch`` from ``acc[a + i*cstride]``) whose first element is output (n, m, oh0, ow0),
+    with the semantics of y's storage format (``steps.apply_steps_as``)."""
     flat = pitch == vw or vh == 1
     for s in range(MAX_SIDES):
         if vh > 1 and cgeo[s, 3] != vw * cgeo[s, 4]:
@@ -98,7 +99,7 @@ def tile_steps(acc, a, cstride, mv, vh, vw, pitch, prog, pattrs, sides, cgeo, lg
             lgeo[s, 1] = 0
             lgeo[s, 2] = cgeo[s, 2]
             lgeo[s, 3] = cgeo[s, 4]
-        apply_steps(prog, pattrs, acc, a, cstride, mv, vh * vw, 0, 0, 0, sides, lgeo)
+        apply_steps_as(y, prog, pattrs, acc, a, cstride, mv, vh * vw, 0, 0, 0, sides, lgeo)
         return
     for i in range(mv):
         for s in range(MAX_SIDES):
@@ -106,5 +107,5 @@ def tile_steps(acc, a, cstride, mv, vh, vw, pitch, prog, pattrs, sides, cgeo, lg
             lgeo[s, 1] = 0
             lgeo[s, 2] = cgeo[s, 3]
             lgeo[s, 3] = cgeo[s, 4]
-        apply_steps(prog, pattrs, acc, a + i * cstride, pitch, vh, vw, oh0, ow0, 0, sides,
-                    lgeo)
+        apply_steps_as(y, prog, pattrs, acc, a + i * cstride, pitch, vh, vw, oh0, ow0, 0,
+                       sides, lgeo)

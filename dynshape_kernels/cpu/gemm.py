@@ -42,9 +42,9 @@ from numba import njit, prange, types
 from ..abi.step_program import MAX_SIDES
 from ..abi.tiles import (MATMUL_DOT_SLOT, MATMUL_NSLOTS, MATMUL_SLOTS_F32, MATMUL_SLOTS_F64,
                          matmul_slots)
-from ..abi.storage import carrier
+from ..abi.storage import carrier, compute
 from .half import compute_empty, load, store
-from .steps import apply_steps
+from .steps import apply_steps_as
 from .switches import map_inplace
 from .gemm_operands import (_call_uk, _direct_b_panels, _dot_a_rows, _slot_cfg_stub, _ukd4,
                             holds_half)
@@ -77,7 +77,7 @@ def _epilogue(ws_c, ldc, mv, nv, c_buf, c_off, c_rs, c_cs, alpha, beta,
     """C[i, j] = act(alpha*acc[i, j] + beta*C_in[i, j] + bias[j]) for the
     valid mv x nv part of the accumulator tile ``ws_c`` (row stride ldc).
     ``act``: 0 none, else 1 + a unary op code of ``scalar_ops.UNARY_OPS`` that
-    takes no attribute (1 = relu). Then the step program ``prog`` (steps.apply_steps; the
+    takes no attribute (1 = relu). Then the step program ``prog`` (steps.apply_steps_as; the
     tile's origin in the output is (m0, n0) of batch bt) runs on the tile, then it is stored."""
     al = ws_c.dtype.type(alpha)
     be = ws_c.dtype.type(beta)
@@ -103,7 +103,7 @@ def _epilogue(ws_c, ldc, mv, nv, c_buf, c_off, c_rs, c_cs, alpha, beta,
         if act > 0:  # unary op code + 1, vectorized over the row
             map_inplace(act - 1, ws_c[w:w + nv], nv, zero, zero)
     if prog.shape[0] > 0:
-        apply_steps(prog, pattrs, ws_c, 0, ldc, mv, nv, m0, n0, bt, sides, sgeo)
+        apply_steps_as(c_buf, prog, pattrs, ws_c, 0, ldc, mv, nv, m0, n0, bt, sides, sgeo)
     for i in range(mv):
         w = i * ldc
         co = c_off + i * c_rs
@@ -289,9 +289,11 @@ def matmul_driver(table, M, N, K, boffs,
       overlap A, B, bias; C_in may be C itself (same offsets and strides) or disjoint from it.
     * ``K >= 0``; ``beta == 0`` never reads C_in; ``has_bias == 0`` never reads bias;
       ``act``: 0 none, else 1 + an attribute-free unary op code.
-    * epilogue program: after the activation, ``steps.apply_steps(prog, pattrs, tile, ...,
-      row0=m0, col0=n0, outer=b, sides, sgeo)`` runs on each tile before it is stored (the
-      fused sequences' epilogue: elementwise steps with side inputs); ``prog`` may be empty.
+    * epilogue program: after the activation, ``steps.apply_steps_as(c_buf, prog, pattrs,
+      tile, ..., row0=m0, col0=n0, outer=b, sides, sgeo)`` runs on each tile before it is
+      stored (the fused sequences' epilogue: elementwise steps with side inputs, in C's
+      format: a half-precision tile is rounded first and after every step); ``prog`` may be
+      empty; ``pattrs`` is of the computed dtype (float32 for half precision).
     * ``slot`` in ``0..NSLOTS-1``, ``1 <= tm <= MC(slot)``, ``1 <= tn <= NC(slot)``; every
       index touched must be in bounds (not checked: the runtime validates tables).
     * ``nthreads``: number of contiguous table chunks, one per thread; consecutive rows with
@@ -353,7 +355,8 @@ def matmul_signature(dtype):
     i64 = types.int64
     tab = types.Array(types.int64, 2, "C", readonly=True)
     sides = types.UniTuple(buf, MAX_SIDES)
+    pattrs = types.Array(getattr(types, compute(dtype)), 1, "C", readonly=True)
     return (tab, i64, i64, i64, tab,
             buf, i64, i64, buf, i64, i64, out, i64, i64,
             types.float64, types.float64, buf, i64, i64,
-            buf, i64, i64, i64, i64, tab, buf, sides, tab, i64)
+            buf, i64, i64, i64, i64, tab, pattrs, sides, tab, i64)

@@ -25,11 +25,16 @@ in elements (any sign; 0 = broadcast along that axis).
 epilogue on the accumulator tile before it is stored. Per step it switches on the op code once
 per tile row, then runs a branch-free vectorized loop over the row (the in-place loops of
 ``cpu.switches``, generated from the op vocabulary).
+
+:func:`apply_steps_as` is the entry of drivers whose tile holds computed values (float32
+accumulators of a half-precision GEMM or conv): it runs the program with the semantics of the
+output's storage format, as the ops one by one would.
 """
 import numpy as np
 from numba import njit
+from numba.extending import overload
 
-from .half import store
+from .half import is_half, load, store
 from .switches import map_inplace, zip_left, zip_left_scalar, zip_right, zip_right_scalar
 
 from ..abi.step_program import (G_COL, G_OFF, G_OUTER, G_ROW, K_CONST_L,  # noqa: F401
@@ -131,3 +136,42 @@ def apply_steps(prog, pattrs, buf, boff, ld, nrows, ncols, row0, col0, outer, si
     """
     apply_steps_range(prog, 0, prog.shape[0], pattrs, buf, boff, ld, nrows, ncols, row0, col0,
                       outer, sides, sgeo)
+
+
+def apply_steps_as(out, prog, pattrs, buf, boff, ld, nrows, ncols, row0, col0, outer, sides,
+                   sgeo):
+    """:func:`apply_steps` on a tile of *computed* values ``buf`` (as :func:`apply_steps`)
+    with the semantics of ``out``'s storage format. For float32, float64 and integers this is
+    :func:`apply_steps` itself. For a half-precision ``out`` (a carrier) the tile is rounded
+    to the format, the program runs on the format (every step widens, computes in float32 and
+    rounds: the fused driver's half tiles, bit for bit the ops one by one) in a scratch tile
+    of ``nrows * ncols`` carriers, and the results are written back widened (exact), so the
+    caller's store rounds nothing further. ``sides`` then hold the format too, ``pattrs`` is
+    float32."""
+
+
+@overload(apply_steps_as)
+def _apply_steps_as(out, prog, pattrs, buf, boff, ld, nrows, ncols, row0, col0, outer, sides,
+                    sgeo):
+    if not is_half(out.dtype):
+        def direct(out, prog, pattrs, buf, boff, ld, nrows, ncols, row0, col0, outer, sides,
+                   sgeo):
+            apply_steps(prog, pattrs, buf, boff, ld, nrows, ncols, row0, col0, outer, sides,
+                        sgeo)
+        return direct
+
+    def rounded(out, prog, pattrs, buf, boff, ld, nrows, ncols, row0, col0, outer, sides,
+                sgeo):
+        if nrows <= 0 or ncols <= 0:
+            return
+        h = np.empty(nrows * ncols, out.dtype)
+        for i in range(nrows):
+            o = boff + i * ld
+            for j in range(ncols):
+                h[i * ncols + j] = store(out, buf[o + j])
+        apply_steps(prog, pattrs, h, 0, ncols, nrows, ncols, row0, col0, outer, sides, sgeo)
+        for i in range(nrows):
+            o = boff + i * ld
+            for j in range(ncols):
+                buf[o + j] = load(h[i * ncols + j])
+    return rounded

@@ -2,7 +2,7 @@
 NumPy reference rounded to the storage format, within the documented ULP bound (0 for the
 exact ops, 1 for the transcendental ones); special values; views and broadcasting; the
 promotion table; the catalog; no compilation on new shapes (every family); fused sequences
-led by matmul or conv2d, which do not take half precision yet, refuse it by name. The reduce,
+led by matmul, gemm or conv2d, bit for bit the ops one by one. The reduce,
 rowwise, pool, matmul, conv and fused families' property tests include the half formats in
 their own modules."""
 import ml_dtypes
@@ -167,10 +167,104 @@ def test_a_new_shape_compiles_nothing():
     assert c.count == 0
 
 
-@pytest.mark.parametrize("call", [
-    lambda x: dynshape.fuse(["matmul", "relu"])(x, x.T),
-], ids=["fused-matmul"])
-@pytest.mark.parametrize("fmt", [F16, BF16], ids=str)
-def test_chains_led_by_matmul_refuse_half_precision_by_name(call, fmt):
-    with pytest.raises(dynshape.DtypeError, match=f"{fmt}.*accepted: .*float32"):
-        call(np.ones((4, 6), fmt))
+HALF_STEPS = ["relu", "neg", "exp", "tanh", "sigmoid", "gelu", ("leaky_relu", {"alpha": 0.2}),
+              ("clip", {"min": -1.5, "max": 2.0})]
+HALF_BINARY = ["add", "sub", "mul", "div", "maximum", "minimum"]
+
+
+@st.composite
+def _lead_chain(draw, sides):
+    """1-4 steps after a leading matmul/gemm/conv2d: unary ops, binary ops with a constant
+    or a side input on either side."""
+    steps = []
+    for _ in range(draw(st.integers(1, 4))):
+        if draw(st.booleans()):
+            steps.append(draw(st.sampled_from(HALF_STEPS)))
+        else:
+            op = draw(st.sampled_from(HALF_BINARY))
+            other = draw(st.sampled_from(sides + (0.5, -1.25, 3.0)))
+            steps.append((op, other, "_") if draw(st.booleans()) else (op, other))
+    return steps
+
+
+def _one_by_one(first, steps, sides):
+    """``first`` then every step with dynshape.run: the result fused chains must equal."""
+    v = first
+    with np.errstate(all="ignore"):
+        for s in steps:
+            name, rest = (s, ()) if isinstance(s, str) else (s[0], s[1:])
+            if rest and isinstance(rest[-1], dict):
+                v = dynshape.run(name, v, **rest[-1])
+            elif not rest:
+                v = dynshape.run(name, v)
+            else:
+                ops = rest if len(rest) == 2 else ("_", rest[0])
+                a, b = (v if o == "_" else sides[o] if isinstance(o, str) else o for o in ops)
+                v = dynshape.run(name, a, b)
+    return v
+
+
+def _same(got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+
+
+@given(FORMATS, st.data())
+def test_chains_led_by_matmul_or_gemm_round_as_the_ops_one_by_one(fmt, data):
+    """A half-precision matmul/gemm with an epilogue chain equals the matmul, rounded to the
+    format, then every step one by one (each rounds): bit for bit, NaNs included; side
+    inputs of the output's shape (any view), per column, per row and scalars."""
+    batch = data.draw(st.sampled_from([(), (2,)]))
+    M, K, N = (data.draw(st.integers(1, 40)) for _ in range(3))
+    a = data.draw(testing.views(batch + (M, K), fmt))
+    b = data.draw(testing.views((K, N), fmt))
+    kinds = {"full": batch + (M, N), "col": (N,), "row": (M, 1), "one": ()}
+    sides = {k: (data.draw(testing.views(shp, fmt)) if shp else
+                 np.asarray(data.draw(st.floats(-3, 3, width=16)), fmt))
+             for k, shp in kinds.items()}
+    steps = data.draw(_lead_chain(tuple(kinds)))
+    f = dynshape.fuse(["matmul"] + steps)
+    with np.errstate(all="ignore"):
+        got = f(a, b, **{k: sides[k] for k in f.side_names})
+    _same(got, _one_by_one(dynshape.run("matmul", a, b), steps, sides))
+    if not batch:
+        c = sides["col"]
+        g = dynshape.fuse([("gemm", {"transB": 1, "alpha": 0.5, "beta": 2.0, "C": "c"})]
+                          + steps)
+        with np.errstate(all="ignore"):
+            got = g(a, b.T, **{k: (c if k == "c" else sides[k]) for k in g.side_names})
+        first = dynshape.run("gemm", a, b.T, c, transB=1, alpha=0.5, beta=2.0)
+        _same(got, _one_by_one(first, steps, sides))
+
+
+@given(FORMATS, st.data())
+def test_chains_led_by_conv2d_round_as_the_ops_one_by_one(fmt, data):
+    """The same for a leading conv2d (with and without its bias; strides, pads, groups;
+    every static kernel): per-channel, per-position and full-shape sides, any views."""
+    from dynshape.runtime import conv as conv_executor
+    G = data.draw(st.sampled_from([1, 2]))
+    Cg, Mg = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    KH, KW = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    N, H, W = data.draw(st.integers(1, 2)), data.draw(st.integers(3, 12)), \
+        data.draw(st.integers(3, 14))
+    attrs = {"strides": (data.draw(st.integers(1, 2)),) * 2,
+             "pads": tuple(data.draw(st.integers(0, 1)) for _ in range(4)), "group": G}
+    x = data.draw(testing.views((N, Cg * G, H, W), fmt))
+    w = data.draw(testing.views((Mg * G, Cg, KH, KW), fmt))
+    bias = data.draw(testing.views((Mg * G,), fmt)) if data.draw(st.booleans()) else None
+    y0 = dynshape.run("conv2d", x, w, **attrs) if bias is None else \
+        dynshape.run("conv2d", x, w, bias, **attrs)
+    kinds = {"full": y0.shape, "chan": (Mg * G, 1, 1), "pos": y0.shape[-2:], "one": ()}
+    sides = {k: (data.draw(testing.views(shp, fmt)) if shp else
+                 np.asarray(data.draw(st.floats(-3, 3, width=16)), fmt))
+             for k, shp in kinds.items()}
+    steps = data.draw(_lead_chain(tuple(kinds)))
+    lead = ("conv2d", dict(attrs, bias="bias") if bias is not None else attrs)
+    f = dynshape.fuse([lead] + steps)
+    given_ = {k: sides[k] for k in f.prog_sides}
+    if bias is not None:
+        given_["bias"] = bias
+    with conv_executor.forcing_slot(data.draw(st.sampled_from([None, 0, 1, 2]))):
+        with np.errstate(all="ignore"):
+            got = f(x, w, **given_)
+    _same(got, _one_by_one(y0, steps, sides))
