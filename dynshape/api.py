@@ -141,8 +141,11 @@ def cache_stats():
 
 
 def clear_cache():
-    """Drop every cached table and the exact-layout memo; reset the counters."""
+    """Drop every cached table and the exact-layout memo (and the half-precision lookup
+    tables of unary ops); reset the counters."""
+    from dynshape.ops import lookup
     config.cache.clear()
+    lookup.clear()
 
 
 def set_policy(policy):

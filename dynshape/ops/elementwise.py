@@ -14,6 +14,7 @@ from dynshape.runtime.layout import same_view
 from dynshape.ops import (Launch, OpSpec, as_array, check_dtype, check_out, device_active,
                           dtype_name, is_float, is_planning, new_output)
 from dynshape.ops.attributes import number as _number
+from dynshape.ops.lookup import uses_table, with_table
 
 DTYPES = ("float32", "float64", "int32", "int64") + HALF_DTYPES
 FLOAT_DTYPES = ("float32", "float64") + HALF_DTYPES
@@ -125,6 +126,8 @@ class UnarySpec(OpSpec):
         out = _output(self.name, out, x.shape, x.dtype)
         x, alias = _unalias(out, x)
         op_attrs = self.op_attrs(attrs, x.dtype) if self.attrs else self.no_attrs(x.dtype)
+        if uses_table(op, name) and device_active() is None and not is_planning():
+            op_attrs = with_table(self.name, op, name, op_attrs, attrs)
         return Launch(self.family, op, name, out, [x], out, op_attrs, not alias)
 
 

@@ -16,6 +16,7 @@ from ..abi.storage import carrier, compute
 from ..abi.tail_mode import ANCHOR_END, DISCARD, VARIABLE_PARTIAL
 from ..abi.vocabulary import IDENTITY
 from ..abi.tiles import ELEMENTWISE_TILES
+from .lookup import lookup_inplace, lookup_map
 from .switches import map_contig, map_inplace, zip_contig, zip_scalar_a, zip_scalar_b
 from .tile_copy import gather_tile, scatter_tile, transpose_tile
 from .tiles import make_tile_geometry
@@ -56,18 +57,21 @@ def outer_offset(common, op, oi):
 
 
 @njit(cache=True)
-def _unary_row(code, x, xb, xs, o, ob, os, n, a0, a1, scratch):
+def _unary_row(code, x, xb, xs, o, ob, os, n, a0, a1, scratch, attrs):
     """One row. Strided rows are gathered into ``scratch`` in chunks, mapped by the same
-    vectorized loops as contiguous rows, and scattered back."""
+    vectorized loops as contiguous rows, and scattered back. A half-precision op whose
+    ``attrs`` carry a lookup table reads it instead (``lookup.py``)."""
     if xs == 1 and os == 1:
-        map_contig(code, x[xb:xb + n], o[ob:ob + n], n, a0, a1)
+        if not lookup_map(attrs, x[xb:xb + n], o[ob:ob + n], n):
+            map_contig(code, x[xb:xb + n], o[ob:ob + n], n, a0, a1)
         return
     k = 0
     while k < n:
         c = min(n - k, scratch.size)
         for i in range(c):
             scratch[i] = x[xb + (k + i) * xs]
-        map_inplace(code, scratch, c, a0, a1)
+        if not lookup_inplace(attrs, scratch, c):
+            map_inplace(code, scratch, c, a0, a1)
         _store_chunk(o, ob + k * os, os, scratch, c)
         k += c
 
@@ -86,7 +90,7 @@ def _store_chunk(o, ob, os, scratch, c):
 
 
 @njit(cache=True)
-def _unary_rows(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, mode1, t1, w1, a0, a1):
+def _unary_rows(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, mode1, t1, w1, a0, a1, attrs):
     """Valid rows of a tile; a VARIABLE_PARTIAL column tail runs T1-w fixed + a short rest."""
     split = t1 - w1 if (mode1 == VARIABLE_PARTIAL and v1 >= t1 - w1) else 0
     scratch = o[:0] if (xsn == 1 and osn == 1) else np.empty(min(t1, 1024), dtype=o.dtype)
@@ -94,26 +98,31 @@ def _unary_rows(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, mode1, t1, w1, a
         xr = xb + r * xsm
         orow = ob + r * osm
         if split > 0:
-            _unary_row(code, x, xr, xsn, o, orow, osn, split, a0, a1, scratch)
+            _unary_row(code, x, xr, xsn, o, orow, osn, split, a0, a1, scratch, attrs)
             _unary_row(code, x, xr + split * xsn, xsn, o, orow + split * osn, osn,
-                       v1 - split, a0, a1, scratch)
+                       v1 - split, a0, a1, scratch, attrs)
         else:
-            _unary_row(code, x, xr, xsn, o, orow, osn, v1, a0, a1, scratch)
+            _unary_row(code, x, xr, xsn, o, orow, osn, v1, a0, a1, scratch, attrs)
 
 
 @njit(cache=True)
-def _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1, full):
+def _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1, full,
+                   attrs):
     """A tile through a scratch copy: DISCARD tails (``full``: the whole zero-padded tile is
     computed, the invalid part dropped) and 2-D tiles with strided columns (valid part only)."""
     buf = np.zeros(t0 * t1, dtype=o.dtype) if full else np.empty(t0 * t1, dtype=o.dtype)
     gather_tile(x, xb, xsm, xsn, v0, v1, buf, t1)
-    map_inplace(code, buf, t0 * t1 if full else (v0 - 1) * t1 + v1, a0, a1)
+    n = t0 * t1 if full else (v0 - 1) * t1 + v1
+    if not lookup_inplace(attrs, buf, n):
+        map_inplace(code, buf, n, a0, a1)
     scatter_tile(o, ob, osm, osn, v0, v1, buf, t1)
 
 
 @njit(cache=True)
-def _unary_entry(x, o, common, entries, e, oi, a0, a1):
+def _unary_entry(x, o, common, entries, e, oi, attrs):
     """One kernel call: entry ``e`` at outer index ``oi``."""
+    a0 = attrs[0]
+    a1 = attrs[1]
     local = entries[e, E_KID] - common[C_IDBASE]
     code = common[C_OPBASE] + local // N_SLOTS
     t0, t1, w1 = tile_geometry(local % N_SLOTS)
@@ -130,31 +139,32 @@ def _unary_entry(x, o, common, entries, e, oi, a0, a1):
     ob = outer_offset(common, 0, oi) + r0 * osm + r1 * osn
     discard = entries[e, E_MODE0] == DISCARD or entries[e, E_MODE1] == DISCARD
     if discard and (v0 < t0 or v1 < t1):
-        _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1, True)
+        _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1, True,
+                       attrs)
     elif t0 > 1 and code == IDENTITY and xsm == 1 and osn == 1:   # transposed copies go
         transpose_tile(x, xb, xsn, o, ob, osm, v0, v1)           # straight, no tile buffer
     elif t0 > 1 and code == IDENTITY and xsn == 1 and osm == 1:
         transpose_tile(x, xb, xsm, o, ob, osn, v1, v0)
     elif t0 > 1 and (xsn != 1 or osn != 1):
-        _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1, False)
+        _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1, False,
+                       attrs)
     else:
         _unary_rows(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, entries[e, E_MODE1],
-                    t1, w1, a0, a1)
+                    t1, w1, a0, a1, attrs)
 
 
 def unary_driver(x, o, common, entries, attrs):
     """out = op(x) over every entry x outer index; ``attrs`` holds the op's two attributes
-    in the operand dtype (leaky_relu alpha; clip bounds)."""
+    in the operand dtype (leaky_relu alpha; clip bounds), then, for a half-precision op that
+    reads a lookup table, the table (``lookup.py``)."""
     n_entries = entries.shape[0]
     total = n_entries * common[C_NOUTER]
-    a0 = attrs[0]
-    a1 = attrs[1]
     if common[C_M] * common[C_N] * common[C_NOUTER] < SERIAL_ELEMENTS:
         for idx in range(total):
-            _unary_entry(x, o, common, entries, idx % n_entries, idx // n_entries, a0, a1)
+            _unary_entry(x, o, common, entries, idx % n_entries, idx // n_entries, attrs)
     else:
         for idx in prange(total):
-            _unary_entry(x, o, common, entries, idx % n_entries, idx // n_entries, a0, a1)
+            _unary_entry(x, o, common, entries, idx % n_entries, idx // n_entries, attrs)
 
 
 @njit(cache=True)

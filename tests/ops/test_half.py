@@ -268,3 +268,75 @@ def test_chains_led_by_conv2d_round_as_the_ops_one_by_one(fmt, data):
         with np.errstate(all="ignore"):
             got = f(x, w, **given_)
     _same(got, _one_by_one(y0, steps, sides))
+
+
+# ---- lookup tables: unary ops on the formats read from tables (dynshape/ops/lookup.py) -----
+LOOKUP_CASES = [("exp", {}), ("log", {}), ("sigmoid", {}), ("tanh", {}), ("silu", {}),
+                ("gelu", {}), ("gelu", {"approximate": "tanh"})]
+
+
+def test_lookup_cases_cover_the_table_ops():
+    from dynshape.ops import get
+    from dynshape_kernels.abi.storage import LOOKUP_OPS
+    ops = {get(op).kernel_op(get(op).check_attrs(kw)) if kw else op for op, kw in LOOKUP_CASES}
+    assert ops == LOOKUP_OPS
+
+
+@pytest.mark.parametrize("fmt", [F16, BF16], ids=str)
+@pytest.mark.parametrize("op,kw", LOOKUP_CASES, ids=lambda v: str(v) if v else "")
+def test_table_reads_give_the_computed_results_for_every_value(op, kw, fmt):
+    """Every one of the 65,536 inputs, through contiguous rows, strided rows and strided 2-D
+    tiles: the table read is bit for bit the computed kernel (NaN payloads included)."""
+    from dynshape.ops import get, lookup
+    from dynshape_kernels.abi.storage import LOOKUP_SIZE
+    every = np.arange(1 << 16, dtype=np.uint16).view(fmt)
+    launch = get(op).prepare([every], None, dict(kw))
+    assert launch.fattrs.size == LOOKUP_SIZE          # the call does read a table
+    for x in (every, every[::-3], every.reshape(256, 256).T[1::2, ::3]):
+        with lookup.computing():
+            want = dynshape.run(op, x, target="cpu", **kw)
+        got = dynshape.run(op, x, **kw)
+        np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_the_unary_driver_reads_the_table_it_is_given(monkeypatch):
+    """A table that maps every value to itself makes exp the identity: the driver reads the
+    table on every path (rows, strided rows, DISCARD and 2-D tiles, out=)."""
+    from dynshape.ops import lookup
+    from dynshape_kernels.abi.storage import LOOKUP_BASE, LOOKUP_SIZE
+
+    def identity(name, dtype_name, fattrs, attrs):
+        t = np.zeros(LOOKUP_SIZE, np.float32)
+        t[LOOKUP_BASE:].view(np.uint16)[:] = np.arange(1 << 16, dtype=np.uint16)
+        return t
+    dynshape.clear_cache()
+    monkeypatch.setattr(lookup, "_build", identity)
+    try:
+        rng = np.random.default_rng(3)
+        x = rng.standard_normal((67, 301)).astype(BF16)
+        for v in (x, x[:, ::2], x.T, x[5:9, 7:300]):
+            np.testing.assert_array_equal(dynshape.run("exp", v).view(np.uint16),
+                                          np.ascontiguousarray(v).view(np.uint16))
+        out = np.zeros((301, 67), BF16)
+        dynshape.run("exp", x.T, out=out)
+        np.testing.assert_array_equal(out.view(np.uint16), x.T.view(np.uint16))
+    finally:
+        dynshape.clear_cache()          # no identity table outlives the test
+
+
+def test_tables_are_bounded_and_cleared():
+    from dynshape.ops import lookup
+    dynshape.clear_cache()
+    assert lookup.cached_tables() == 0
+    x = np.ones((3, 5), F16)
+    for _ in range(3):
+        for fmt in (F16, BF16):
+            for op, kw in LOOKUP_CASES:
+                dynshape.run(op, x.astype(fmt), **kw)
+            dynshape.run("relu", x.astype(fmt))            # computed: no table
+            dynshape.run("leaky_relu", x.astype(fmt), alpha=0.3)
+    assert lookup.cached_tables() == 2 * len(LOOKUP_CASES)
+    dynshape.explain("exp", (4, 4), dtype="bfloat16")      # planning builds no table
+    dynshape.clear_cache()
+    dynshape.explain("exp", (4, 4), dtype="bfloat16")
+    assert lookup.cached_tables() == 0
