@@ -4,8 +4,10 @@ A driver is called exactly like the CPU driver of its family (the executors do n
 target): flat operand buffers, then the table's arrays. :class:`Launcher` turns that call into
 ONE kernel launch: operands become device arrays through the target's ``bridge``, the table's
 arrays are uploaded once and cached by the bridge, and the grid covers entries x outer
-index. Kernels are compiled once per (family, dtype) for one signature; the CUDA target
-refuses any other signature instead of compiling on the run path.
+index. Kernels are made once per (family, dtype) for one signature: compiled by numba-cuda,
+or, with a CUDA kernel package installed (``CudaDrivers.use_package``), rebuilt from its
+PTX/cubin without NVVM (``prebuilt``); the CUDA target refuses any other signature instead
+of compiling on the run path.
 """
 import importlib
 import threading
