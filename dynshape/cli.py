@@ -83,6 +83,8 @@ def main(argv=None):
                     "cuda compiles the CUDA kernels to PTX (no GPU needed)")
     pg.add_argument("--cc", default="80,90", help="cuda: compute capabilities to compile "
                     "for (default: 80,90)")
+    pg.add_argument("--no-cubin", action="store_true", help="cuda: PTX only (by default each "
+                    "PTX is also assembled to a cubin where nvJitLink is available)")
     pg.add_argument("--cache", metavar="DIR", help="Numba cache to reuse and fill (default: "
                     "the environment's NUMBA_CACHE_DIR or the one next to the sources)")
     pg.add_argument("--fresh", action="store_true", help="compile everything in a new cache")
@@ -127,12 +129,15 @@ def _dispatch(args, dynshape):
         from dynshape.cuda import package
         try:
             m = package.build(args.out, package.parse_ccs(args.cc), args.family, args.dtype,
-                              force=args.force, progress=sys.stdout)
+                              force=args.force, progress=sys.stdout,
+                              cubin=not args.no_cubin)
         except dynshape.DynshapeError as exc:
             print(f"dynshape: {exc}", file=sys.stderr)
             return 2
-        print(f"CUDA package {args.out}: {len(m['kernels'])} PTX files for cc "
-              f"{', '.join(m['ccs'])}")
+        cubins = sum("cubin" in r for r in m["kernels"])
+        print(f"CUDA package {args.out}: {len(m['kernels'])} PTX files and {cubins} cubins "
+              f"for cc {', '.join(m['ccs'])}"
+              + ("" if m["cubin"] == "all" else f" (cubins: {m['cubin']})"))
         return 0
     if args.cmd == "pregenerate":
         from dynshape.packages.build import TARGETS, build

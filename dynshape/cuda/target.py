@@ -30,9 +30,11 @@ cost_model.register("cuda", MODEL)
 
 
 def warm(families=None, dtypes=None):
-    """Compile the CUDA kernels of ``families`` (default: every one, fused included) for
+    """Make the CUDA kernels of ``families`` (default: every one, fused included) for
     their dtypes (or only ``dtypes``) now instead of at their first use; returns the
-    (family, dtype) pairs loaded. On a device this runs NVVM once per kernel."""
+    (family, dtype) pairs loaded. On a device this runs NVVM once per kernel, unless a CUDA
+    kernel package is installed (``dynshape.cuda.package.load``): its kernels come from the
+    packaged PTX or cubin, and one it lacks raises PackageError naming it."""
     from dynshape.cuda.package import pairs
     done = []
     for fam, dt in pairs(families, dtypes):

@@ -232,9 +232,13 @@ def _deactivate():
 
 def unload_package():
     """Stop using the active package: drivers not yet loaded come from Numba's cache again
-    (compiling on a miss). Drivers already loaded stay in use."""
+    (compiling on a miss). Drivers already loaded stay in use. An installed CUDA package is
+    dropped too (its kernels compile again on their next use)."""
+    import sys
     with _lock:
         _deactivate()
+    if "dynshape.cuda.package" in sys.modules:
+        sys.modules["dynshape.cuda.package"].unload()
 
 
 def load_package(path, allow_compile=False, trusted_keys=None, allow_unsigned=False):
@@ -258,7 +262,16 @@ def load_package(path, allow_compile=False, trusted_keys=None, allow_unsigned=Fa
     incomplete (always) or was built for another host, version or source tree. With
     ``allow_compile=True`` the latter only warns (:class:`PackageWarning`): the package is not
     used (``package.refused`` says why) and drivers load or compile as without a package.
+
+    A directory holding a ``cuda-manifest.json`` (built by ``dynshape pregenerate --target
+    cuda``) is a CUDA package: it is checked and installed for the current device by
+    :func:`dynshape.cuda.package.load` (``allow_compile`` as there; CUDA packages are not
+    signed, ``trusted_keys`` and ``allow_unsigned`` do not apply), returning its
+    ``CudaKernelPackage``.
     """
+    from dynshape.cuda import package as cuda_package
+    if cuda_package.is_package(path) and not os.path.exists(os.path.join(path, MANIFEST)):
+        return cuda_package.load(path, allow_compile=allow_compile)
     t0 = time.perf_counter()
     snapshot = tempfile.mkdtemp(prefix="dynshape-package-")      # mode 0700: this user's
     try:

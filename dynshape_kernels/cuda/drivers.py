@@ -4,8 +4,10 @@ A driver is called exactly like the CPU driver of its family (the executors do n
 target): flat operand buffers, then the table's arrays. :class:`Launcher` turns that call into
 ONE kernel launch: operands become device arrays through the target's ``bridge``, the table's
 arrays are uploaded once and cached by the bridge, and the grid covers entries x outer
-index. Kernels are compiled once per (family, dtype) for one signature; the CUDA target
-refuses any other signature instead of compiling on the run path.
+index. Kernels are made once per (family, dtype) for one signature: compiled by numba-cuda,
+or, with a CUDA kernel package installed (``CudaDrivers.use_package``), rebuilt from its
+PTX/cubin without NVVM (``prebuilt``); the CUDA target refuses any other signature instead
+of compiling on the run path.
 """
 import importlib
 import threading
@@ -257,15 +259,26 @@ class Launcher:
 
 class CudaDrivers:
     """The CUDA target's kernel directory: ``get(family, dtype)`` gives a :class:`Launcher`
-    whose kernel is compiled once (the first ``get``) for its one signature, with further
-    compilation disabled. ``bridge`` maps operands and tables to the device (see
-    ``dynshape.cuda.bridge``); ``threads``: threads per block."""
+    whose kernel is made once (the first ``get``) for its one signature, with further
+    compilation disabled: taken from the installed kernel package (``use_package``: a
+    dispatcher over prebuilt code, see ``prebuilt``), else compiled by numba-cuda.
+    ``bridge`` maps operands and tables to the device (see ``dynshape.cuda.bridge``);
+    ``threads``: threads per block."""
 
     def __init__(self, bridge, threads=CUDA_THREADS):
         self.bridge = bridge
         self.threads = threads
         self._loaded = {}
         self._lock = threading.Lock()
+        self._package = None
+
+    def use_package(self, package):
+        """Take kernels from ``package`` from now on (None: compile them again). A package
+        has ``kernel(family, dtype)``: a launchable kernel, or None to compile it (or it
+        raises). Launchers made before are dropped, so every later ``get`` goes to it."""
+        with self._lock:
+            self._package = package
+            self._loaded = {}
 
     def get(self, family, dtype):
         key = (family, dtype)
@@ -286,6 +299,10 @@ class CudaDrivers:
             from dynshape_kernels.catalog import CUDA_FAMILIES
             raise KeyError(f"the cuda target has no {family!r} kernels; it has: "
                            f"{', '.join(CUDA_FAMILIES)}")
+        if self._package is not None:
+            k = self._package.kernel(family, dtype)
+            if k is not None:
+                return k
         k = cuda.jit(fk.signature(dtype))(fk.python_function(dtype))
         if hasattr(k, "disable_compile"):
             k.disable_compile()

@@ -1,10 +1,8 @@
 """CUDA packages: every CUDA kernel of the catalog compiled to PTX for cc 8.0 and 9.0 on this
 machine, which has no GPU (the real NVVM compiler, not the simulator: a child process with
-NUMBA_ENABLE_CUDASIM=0), counted against the catalog; the checks that refuse a package."""
+NUMBA_ENABLE_CUDASIM=0; the session's ``ptx_package``), counted against the catalog, each
+with its cubin; the checks that refuse a package."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -12,21 +10,11 @@ from dynshape.errors import ArgumentError
 from dynshape.packages.manifest import PackageError
 
 
-@pytest.fixture(scope="module")
-def ptx_package(tmp_path_factory, cuda):
-    out = tmp_path_factory.mktemp("cuda-pkg") / "pkg"
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    r = subprocess.run([sys.executable, "-m", "dynshape", "pregenerate", "--target", "cuda",
-                        "--cc", "80,90", "--out", str(out)], env=env, capture_output=True,
-                       text=True, timeout=900)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return out
-
-
 def test_every_catalog_cuda_kernel_compiles_to_ptx_for_both_ccs(ptx_package):
     from dynshape_kernels.catalog import CATALOG
     m = json.loads((ptx_package / "cuda-manifest.json").read_text())
     assert m["ccs"] == ["80", "90"] and m["catalog_hash"] == CATALOG.hash
+    assert m["cubin"] == "all" and m["versions"]["nvjitlink"] != "unknown"
     want = {k.id for k in CATALOG.kernels_of("cuda")}
     assert want and {"float16", "bfloat16"} <= {k.dtype for k in CATALOG.kernels_of("cuda")}
     for cc in ("80", "90"):
@@ -37,6 +25,8 @@ def test_every_catalog_cuda_kernel_compiles_to_ptx_for_both_ccs(ptx_package):
             covered += range(*r["kernel_ids"]) if r["kernel_ids"] else []
             ptx = (ptx_package / r["file"]).read_text()
             assert f".target sm_{cc}" in ptx and f".entry {r['entry']}" in ptx
+            cubin = (ptx_package / r["cubin"]["file"]).read_bytes()   # nvJitLink, no GPU
+            assert cubin[:4] == b"\x7fELF" and len(cubin) == r["cubin"]["size"]
         assert sorted(covered) == sorted(want)          # each kernel exactly once per cc
     from dynshape.cuda import package
     assert package.check(str(ptx_package), cc=(9, 0))["ccs"] == ["80", "90"]
