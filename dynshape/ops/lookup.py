@@ -1,8 +1,8 @@
 """Lookup tables of unary ops on the half-precision formats (CPU).
 
 A float16 or bfloat16 operand takes one of 65,536 values, so a unary op on it is a table of
-65,536 results. For the ops of ``abi.storage.LOOKUP_OPS`` (the transcendental ones, whose
-half kernels cost more per element than one table read) the unary driver reads the table
+65,536 results. For the ops of ``abi.storage.LOOKUP_OPS`` (transcendental ones whose half
+kernels cost more per element than one table read; per format) the unary driver reads the table
 instead of computing (``dynshape_kernels/cpu/lookup.py``). The table is built here, once per
 (op, format, attributes), by running the op's own computed kernel over every carrier value:
 the table read gives bit for bit what the computed kernel gives (the accuracy table in the
@@ -17,7 +17,7 @@ import contextvars
 import threading
 
 import numpy as np
-from dynshape_kernels.abi.storage import HALF_DTYPES, LOOKUP_BASE, LOOKUP_OPS, LOOKUP_SIZE
+from dynshape_kernels.abi.storage import LOOKUP_BASE, LOOKUP_OPS, LOOKUP_SIZE
 
 #: tables kept at most (128 KiB each)
 MAX_TABLES = 64
@@ -40,7 +40,7 @@ def computing():
 
 def uses_table(op, dtype_name):
     """Whether the CPU unary driver reads kernel op ``op`` on ``dtype_name`` from a table."""
-    return dtype_name in HALF_DTYPES and op in LOOKUP_OPS and not _computing.get()
+    return op in LOOKUP_OPS.get(dtype_name, ()) and not _computing.get()
 
 
 def with_table(name, op, dtype_name, fattrs, attrs):

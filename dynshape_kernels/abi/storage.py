@@ -24,14 +24,18 @@ HALF_DTYPES = tuple(CARRIERS)
 #: carrier value, so the CPU unary driver can read it from a table instead of computing it.
 #: The table rides in the op's float32 attribute array after the two attributes: the bytes of
 #: ``attrs[LOOKUP_BASE:]`` are 65,536 carriers (uint16), the result for every input carrier,
-#: and ``attrs.size == LOOKUP_SIZE``. LOOKUP_OPS are the kernel ops whose half kernels cost
-#: more per element than a table read (one scalar load, ~0.32-0.34 ns on one core), measured
-#: in cache on one core, float16/bfloat16: exp 0.42/0.54 ns, log 0.60/0.73, sigmoid 0.69/0.78,
-#: tanh 0.54/0.67, silu 0.68/0.81, gelu 1.10/1.19, gelu_tanh 1.20/1.36. relu, abs, neg,
-#: leaky_relu, clip, reciprocal (0.14-0.33) and sqrt (0.38/0.39, exact anyway) stay computed.
+#: and ``attrs.size == LOOKUP_SIZE``. LOOKUP_OPS[format] are the kernel ops read from tables.
+#: A table read is one scalar load (~0.32-0.34 ns per element on one core in cache) against
+#: the computed half kernels' 0.42-1.36 ns (float16/bfloat16: exp 0.42/0.54, log 0.60/0.73,
+#: sigmoid 0.69/0.78, tanh 0.54/0.67, silu 0.68/0.81, gelu 1.10/1.19, gelu_tanh 1.20/1.36).
+#: On large arrays what a table read costs depends on how much of the table the data touch:
+#: bfloat16's 128 mantissas per binade keep normal-distributed data within ~10 KiB of it (L1),
+#: float16's 1,024 within ~70 KiB (L2), where only the costly ops still gain.
+#: relu, abs, neg, leaky_relu, clip, reciprocal (0.14-0.33 ns) and sqrt stay computed.
 LOOKUP_BASE = 2
 LOOKUP_SIZE = LOOKUP_BASE + (1 << 16) // 2
-LOOKUP_OPS = frozenset({"exp", "log", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh"})
+LOOKUP_OPS = {"bfloat16": frozenset({"exp", "log", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh"}),
+              "float16": frozenset({"sigmoid", "silu", "gelu", "gelu_tanh"})}
 
 
 def carrier(dtype_name):
