@@ -142,14 +142,11 @@ def run_device(spec, executor, array_args, out, attrs, stream=None):
 
 
 def run_fused_device(fused, x, sides, named, out):
-    """A fused sequence (``dynshape.fuse``) on device arrays: its elementwise steps run in
-    one CUDA launch; chains led by matmul/conv or ending in a row-wise op or a reduction are
-    refused by name."""
-    from dynshape.fusion.run import _execute
-    if fused.lead is not None or fused.end is not None:
-        step = fused.lead if fused.lead is not None else fused.end
-        raise DeviceError(f"{fused!r}: {step.op} in a fused sequence does not run on the cuda "
-                          f"target yet (elementwise chains do); run it as separate calls")
+    """A fused sequence (``dynshape.fuse``) on device arrays, in one CUDA launch: its steps
+    with the tail that ends it (a row-wise op or a reduction) through the fused kernel, or,
+    for a chain led by matmul, gemm or conv2d, that op's kernel with the steps as its
+    epilogue (``x`` is then the op's first operand and ``sides[0]`` its second)."""
+    from dynshape.fusion.run import _execute, _execute_lead
     values = (x, *sides, *named.values(), out)
     first = next((a for a in values if a is not None and arrays.is_device_array(a)))
     lay = arrays.info(first)
@@ -164,7 +161,10 @@ def run_fused_device(fused, x, sides, named, out):
         out = conv(out, "out")
         token = ops.device_call(call)
         try:
-            result = _execute(fused, x, sides, named, out, explain=False)
+            if fused.lead is not None:
+                result = _execute_lead(fused, x, sides[0], sides[1:], named, out)
+            else:
+                result = _execute(fused, x, sides, named, out, explain=False)
         finally:
             ops.end_device_call(token)
         return call.to_user(result)

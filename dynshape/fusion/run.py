@@ -10,7 +10,7 @@ from dynshape_kernels.abi.step_program import MAX_SIDES
 from dynshape import api as dispatcher
 from dynshape.api import _on_device
 from dynshape import ops
-from dynshape.errors import ArgumentError, DomainError, DtypeError, ShapeError
+from dynshape.errors import ArgumentError, DeviceError, DomainError, DtypeError, ShapeError
 from dynshape.fusion.parse import _LEAD_INPUT, _LEADS, _parse_step
 from dynshape.ops.attributes import is_number as _is_number
 from dynshape.fusion.program import build_program
@@ -99,6 +99,9 @@ class Fused:
                 ab = "x, w" if self.lead.op == "conv2d" else "a, b"
                 raise ArgumentError(f"{self!r} starts with {self.lead.op}: call it as "
                                     f"f({ab}, *sides, **sides)")
+            if _on_device((x, *sides, *named.values()), out):
+                from dynshape.cuda.call import run_fused_device
+                return run_fused_device(self, x, sides, named, out)
             return _execute_lead(self, x, sides[0], sides[1:], named, out)
         arrays = (x, *sides, *named.values())
         sig = replay.signature((self, tuple(named)), arrays, out, None)
@@ -280,9 +283,17 @@ def _execute_lead(fused, a, b, sides, named, out):
         if fused.lead_input is not None:
             inputs.append(bound[fused.lead_input])
     launch = spec.prepare(inputs, out, attrs)
+    if ops.device_active() is not None:
+        launch.target = "cuda"
     if launch.dtype not in DTYPES:
         raise DtypeError(f"{fused!r}: dtype {launch.dtype} of the {lead.op} is not supported "
                          f"in a fused sequence led by {lead.op}; accepted: {', '.join(DTYPES)}")
+    if launch.target == "cuda" and launch.dtype in HALF_DTYPES:
+        accepted = [d for d in DTYPES if d not in HALF_DTYPES]
+        raise DtypeError(f"{fused!r}: dtype {launch.dtype} of the {lead.op} is not supported "
+                         f"in a fused sequence led by {lead.op} on the cuda target; accepted "
+                         f"there: {', '.join(accepted)} (run {lead.op} alone for half "
+                         f"precision on the device, or the chain on the CPU)")
     result = launch.result
     dt = np.dtype(launch.dtype)
     prog = fused.program(launch.dtype)
@@ -327,6 +338,11 @@ def _matmul_side_geometry(shape, arrs, result):
             bstr = 0 if not bshape else bst[0][0] if len(bshape) == 1 else None
         if bstr is None:
             # batch strides no single stride over the flattened batch index can express
+            if ops.device_active() is not None:
+                raise DeviceError(f"side input {i} of shape {s.shape} would be broadcast to "
+                                  f"the matmul result {shape} by a copy on the host: its "
+                                  f"batch dimensions must broadcast as one (give it all "
+                                  f"of the result's batch dimensions, or none)")
             s = np.ascontiguousarray(np.broadcast_to(s, shape))
             st = element_strides(s)
             bstr = st[-3] if len(shape) > 2 else 0

@@ -30,6 +30,17 @@ def _readonly(a):
 
 
 _DUMMY = {}
+_SPARE = {}
+
+
+def spare(dt):
+    """A one-element output buffer of ``dt`` that a driver is given but never writes (the
+    outputs of the kinds a call does not produce); shared, so that the CUDA target uploads
+    it once."""
+    d = _SPARE.get(dt)
+    if d is None:
+        d = _SPARE[dt] = np.zeros(1, dt)
+    return d
 
 
 def dummy(dt):
@@ -134,11 +145,11 @@ class FusedExecutor(Executor):
         # chain dtype is int64 itself), everything else to ``o``
         if dt.kind == "i" and prog.tail in (kfused.T_REDUCE_ROWS, kfused.T_REDUCE_ALL) \
                 and REDUCE_OPS[prog.tcode] in ("sum", "mean"):
-            o = np.zeros(1, dt)
-            oi = oflat if REDUCE_OPS[prog.tcode] == "sum" else np.zeros(1, np.int64)
-            of = oflat if REDUCE_OPS[prog.tcode] == "mean" else np.zeros(1, np.float64)
+            o = spare(dt)
+            oi = oflat if REDUCE_OPS[prog.tcode] == "sum" else spare(np.dtype(np.int64))
+            of = oflat if REDUCE_OPS[prog.tcode] == "mean" else spare(np.dtype(np.float64))
         else:
-            o, oi, of = oflat, np.zeros(1, np.int64), np.zeros(1, np.float64)
+            o, oi, of = oflat, spare(np.dtype(np.int64)), spare(np.dtype(np.float64))
         driver(readonly_flat(x), o, oi, of, common, table.entries, prog.prog,
                prog.pattrs, fctl, tuple(sides))
 
@@ -157,7 +168,7 @@ class FusedExecutor(Executor):
             return None
         target, name, entries = get_target(launch.target), launch.dtype, table.entries
         pad = (dummy(dt),) * (MAX_SIDES - len(idx) + 1)
-        spare_i, spare_f = np.zeros(1, np.int64), np.zeros(1, np.float64)
+        spare_i, spare_f = spare(np.dtype(np.int64)), spare(np.dtype(np.float64))
 
         def go(arrays, out):
             xs = [readonly_flat(arrays[j]) for j in idx]

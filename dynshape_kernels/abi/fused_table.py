@@ -11,7 +11,7 @@ F_SIZE = 7
 #: every step of the chain runs over it
 CHUNK = 4096
 #: dtypes of the fused driver on the CPU, and on the CUDA target (the same: half precision
-#: included; the CUDA driver runs elementwise chains only)
+#: included; the CUDA kernel runs every tail kind too)
 FUSED_DTYPES = ("float32", "float64", "int32", "int64", "float16", "bfloat16")
 CUDA_FUSED_DTYPES = FUSED_DTYPES
 

@@ -113,11 +113,40 @@ FAMILIES = {
 }
 
 
+def _steps_args(br, dtype, prog, pattrs, sides, geo):
+    """The device arguments of an epilogue step program: the program and its attributes
+    uploaded like tables (the attributes in the computed type: an empty program's
+    placeholder may be of the element type), the sides as operands (a placeholder uploaded
+    once), the per-call side geometry ``geo`` uploaded with the call."""
+    if len(prog) and dtype in HALF_DTYPES:
+        raise NotImplementedError(f"fused epilogue steps in {dtype} do not run on the cuda "
+                                  f"target (nor on the cpu): the fused call refuses them")
+    comp = kernel_types(dtype)[1]
+    if pattrs.dtype != comp:
+        pattrs = _zeros(comp, 2)
+    return ([br.table(prog), br.table(pattrs)] + [br.operand_or_constant(s) for s in sides]
+            + [br.upload(np.ascontiguousarray(geo)) if len(prog) else br.table(_zeros(
+                np.dtype(np.int64), geo.shape))])
+
+
+_ZEROS = {}
+
+
+def _zeros(dt, shape):
+    """A shared read-only zero array (uploaded once by the bridge)."""
+    key = (dt, shape)
+    z = _ZEROS.get(key)
+    if z is None:
+        z = _ZEROS[key] = np.zeros(shape, dt)
+        z.flags.writeable = False
+    return z
+
+
 class MatmulKernel(FamilyKernel):
     """The matmul family: called with the CPU matmul driver's 29 arguments (table entries,
     sizes, per-batch offsets, A/B/C/C_in/bias buffers with strides, alpha, beta, the
-    activation code, the epilogue program and the thread count), launched as one block per
-    entry. A non-empty epilogue program is refused before the call (by the executor)."""
+    activation code, the epilogue program with its attributes, side inputs and side geometry
+    ``sgeo``, and the thread count), launched as one block per entry."""
 
     def __init__(self):
         super().__init__("matmul", "dynshape_kernels.cuda.matmul:make_matmul", 0,
@@ -129,28 +158,29 @@ class MatmulKernel(FamilyKernel):
 
     def signature(self, dtype):
         from numba import from_dtype, types
+        from ..abi.step_program import MAX_SIDES
         elems, comp, _ = kernel_types(dtype)
         t = from_dtype(comp)
         arr = types.Array(from_dtype(elems), 1, "C")
         i8 = types.int64
-        return types.void(types.Array(i8, 2, "C"), i8, i8, i8, types.Array(i8, 2, "C"),
+        i2 = types.Array(i8, 2, "C")
+        return types.void(i2, i8, i8, i8, i2,
                           arr, i8, i8, arr, i8, i8, arr, i8, i8, t, t, arr, i8, i8,
-                          arr, i8, i8, i8, i8)
+                          arr, i8, i8, i8, i8,
+                          i2, types.Array(t, 1, "C"), *([arr] * MAX_SIDES), i2)
 
     def call(self, launcher, args):
         (entries, M, N, K, boffs, ab, ars, acs, bb, brs, bcs, cb, crs, ccs, alpha, beta,
          ib, irs, ics, sb, so, sst, hb, act, prog, pattrs, sides, sgeo, nthreads) = args
         br = launcher.bridge
-        if len(prog):
-            raise NotImplementedError("fused epilogue steps after a matmul do not run on the "
-                                      "cuda target yet")
         if len(entries) == 0:
             return False
         t = kernel_types(launcher.dtype)[1].type
         launcher.kernel[(len(entries), 1), (launcher.threads,), br.stream()](
             br.table(entries), M, N, K, br.upload(np.ascontiguousarray(boffs)),
             br.device(ab), ars, acs, br.device(bb), brs, bcs, br.device(cb), crs, ccs,
-            t(alpha), t(beta), br.device(ib), irs, ics, br.device(sb), so, sst, hb, act)
+            t(alpha), t(beta), br.device(ib), irs, ics, br.device(sb), so, sst, hb, act,
+            *_steps_args(br, launcher.dtype, prog, pattrs, sides, sgeo))
         return True
 
 
@@ -161,10 +191,14 @@ class FusedKernel(FamilyKernel):
     """The fused family (no catalog entry of its own: its steps are catalog ops): called
     with the CPU fused driver's arguments (x, out, int64 and float64 outputs, common,
     entries, program, program attributes, control block, side inputs); the program, its
-    attributes and the control block are uploaded once like tables."""
+    attributes and the control block are uploaded once like tables. A reduction over every
+    element is one block (the kernel walks the whole table)."""
 
     def __init__(self):
         super().__init__("fused", "dynshape_kernels.cuda.fused:make_fused", 2)
+
+    def shared_bytes(self, dtype):
+        return CUDA_THREADS * 8          # the tails' float64 / int64 partials
 
     def signature(self, dtype):
         from numba import from_dtype, types
@@ -173,17 +207,22 @@ class FusedKernel(FamilyKernel):
         arr = types.Array(from_dtype(elems), 1, "C")
         attrs = types.Array(from_dtype(comp), 1, "C")      # float32 for half precision
         i1, i2 = types.Array(types.int64, 1, "C"), types.Array(types.int64, 2, "C")
-        return types.void(arr, arr, i1, i2, i2, attrs, i1, *([arr] * MAX_SIDES))
+        f1 = types.Array(types.float64, 1, "C")
+        return types.void(arr, arr, i1, f1, i1, i2, i2, attrs, i1, *([arr] * MAX_SIDES))
 
     def call(self, launcher, args):
-        x, o, _oi, _of, common, entries, prog, pattrs, fctl, sides = args
+        from ..abi.fused_table import F_TAIL, T_REDUCE_ALL
+        x, o, oi, of, common, entries, prog, pattrs, fctl, sides = args
         br = launcher.bridge
         grid, block, _ = launch_geometry("fused", launcher.dtype, entries.shape[0],
                                          int(common[C_NOUTER]), launcher.threads)
         if grid[0] == 0:
             return False
+        if fctl[F_TAIL] == T_REDUCE_ALL:
+            grid = (1, 1)
         launcher.kernel[grid, block, br.stream()](
-            br.device(x), br.device(o), br.table(common), br.table(entries), br.table(prog),
+            br.device(x), br.operand_or_constant(o), br.operand_or_constant(oi),
+            br.operand_or_constant(of), br.table(common), br.table(entries), br.table(prog),
             br.table(pattrs), br.table(fctl), *[br.operand_or_constant(s) for s in sides])
         return True
 
@@ -193,17 +232,24 @@ FAMILIES["fused"] = FusedKernel()
 
 class ConvKernel(FamilyKernel):
     """conv2d: called with the CPU conv driver's arguments (x, weights, bias, residual, y,
-    common, entries, activation attributes, epilogue program); one block per entry. A
-    non-empty epilogue program is not run on the device."""
+    common, entries, activation attributes, epilogue program with its attributes, side
+    inputs and side geometry ``cgeo``); one block per entry."""
 
     def __init__(self):
         super().__init__("conv", "dynshape_kernels.cuda.conv:make_conv", 5, scalars=2)
 
+    def signature(self, dtype):
+        from numba import from_dtype, types
+        from ..abi.step_program import MAX_SIDES
+        elems, comp, _ = kernel_types(dtype)
+        arr = types.Array(from_dtype(elems), 1, "C")
+        t = from_dtype(comp)
+        i1, i2 = types.Array(types.int64, 1, "C"), types.Array(types.int64, 2, "C")
+        return types.void(arr, arr, arr, arr, arr, i1, i2, t, t,
+                          i2, types.Array(t, 1, "C"), *([arr] * MAX_SIDES), i2)
+
     def call(self, launcher, args):
         x, w, b, r, y, common, entries, fattrs, prog, pattrs, sides, cgeo = args
-        if len(prog):
-            raise NotImplementedError("fused epilogue steps after a conv2d do not run on the "
-                                      "cuda target yet")
         if len(entries) == 0:
             return False
         br = launcher.bridge
@@ -211,7 +257,8 @@ class ConvKernel(FamilyKernel):
         launcher.kernel[(len(entries), 1), (launcher.threads,), br.stream()](
             br.device(x), br.device(w), br.operand_or_constant(b),
             br.operand_or_constant(r), br.device(y), br.table(common), br.table(entries),
-            t(fattrs[0]), t(fattrs[1]))
+            t(fattrs[0]), t(fattrs[1]),
+            *_steps_args(br, launcher.dtype, prog, pattrs, sides, cgeo))
         return True
 
 

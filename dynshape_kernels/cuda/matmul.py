@@ -5,10 +5,15 @@ to the real M, N and batch count. The block walks K in blocks of ``BK``: it stag
 A tile (TM x BK) and a B tile (BK x TN) in shared memory (zero-filled past the edges), then
 every thread accumulates its own outputs of the tile (threads stride by the block size, so
 a 256-thread block gives each thread TM * TN / 256 accumulators). The epilogue runs while
-storing. The driver is called with the CPU matmul driver's arguments; fused epilogue step
-programs are not run on the device (the executor refuses them before the call). Half
-precision stages A and B widened to float32, accumulates and runs the epilogue in float32
-(alpha, beta float32; C_in and bias read in the format) and rounds each output once.
+storing: ``alpha``, ``beta * C_in``, the bias and the activation, then the step program of a
+fused sequence led by the matmul (``prog``; none when empty), run on each output element by
+the one device step interpreter (``cuda.steps``) with the executor's side geometry ``sgeo``
+as it is: side ``k`` at ``sgeo[k, 0] + batch*sgeo[k, 1] + row*sgeo[k, 2] + col*sgeo[k, 3]``
+(the CPU epilogue's ``apply_steps`` contract). The driver is called with the CPU matmul
+driver's arguments. Half precision stages A and B widened to float32, accumulates and runs
+the epilogue in float32 (alpha, beta float32; C_in and bias read in the format) and rounds
+each output once (fused steps after it are refused in half precision on the device;
+the CPU runs them).
 """
 from numba import cuda
 
@@ -16,6 +21,7 @@ from ..abi.cuda_tiles import CUDA_MATMUL_TILES
 from ..abi.matmul_table import M_BATCH, M_M0, M_N0, M_SLOT, M_TM, M_TN
 from .half import access
 from .scalars import switches
+from .steps import make_steps, no_steps
 
 BK = 16
 TMAX = max(t[0] for t in CUDA_MATMUL_TILES)
@@ -34,10 +40,13 @@ def make_matmul(nbtype, kind):
     unary_op, _ = switches("float")
     fmt = access(kind, nbtype)
     load, store, ctype = fmt.load, fmt.store, fmt.compute
+    # half-precision chains led by the op are refused on the device: no interpreter
+    run_steps = no_steps if fmt.half else make_steps(nbtype, kind)
     tms, tns = TMS, TNS
 
     def matmul(entries, M, N, K, boffs, a, ars, acs, b, brs, bcs, c, crs, ccs, alpha, beta,
-               cin, irs, ics, bias, bo, bst, has_bias, act):
+               cin, irs, ics, bias, bo, bst, has_bias, act, prog, pattrs, s0, s1, s2, s3,
+               sgeo):
         e = cuda.blockIdx.x
         slot = entries[e, M_SLOT]
         m0 = entries[e, M_M0]
@@ -63,6 +72,7 @@ def make_matmul(nbtype, kind):
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
         mine = (tm * tn + nt - 1) // nt
+        nsteps = prog.shape[0]
         for q in range(mine):
             acc[q] = 0
         for k0 in range(0, K, BK):
@@ -104,5 +114,9 @@ def make_matmul(nbtype, kind):
                         v += load(bias[bo + (n0 + cc) * bst])
                     if act > 0:
                         v = unary_op(act - 1, v, 0.0, 0.0)
-                    c[co + (m0 + r) * crs + (n0 + cc) * ccs] = store(v)
+                    w = nbtype(store(v))
+                    if nsteps > 0:
+                        w = nbtype(run_steps(prog, 0, nsteps, pattrs, w, sgeo, bt, m0 + r,
+                                             n0 + cc, s0, s1, s2, s3))
+                    c[co + (m0 + r) * crs + (n0 + cc) * ccs] = w
     return matmul
