@@ -16,7 +16,7 @@ from ..abi.storage import carrier, compute
 from ..abi.tail_mode import ANCHOR_END, DISCARD, VARIABLE_PARTIAL
 from ..abi.vocabulary import IDENTITY
 from ..abi.tiles import ELEMENTWISE_TILES
-from .lookup import lookup_inplace, lookup_map
+from .lookup import lookup_map
 from .switches import map_contig, map_inplace, zip_contig, zip_scalar_a, zip_scalar_b
 from .tile_copy import gather_tile, scatter_tile, transpose_tile
 from .tiles import make_tile_geometry
@@ -70,7 +70,7 @@ def _unary_row(code, x, xb, xs, o, ob, os, n, a0, a1, scratch, attrs):
         c = min(n - k, scratch.size)
         for i in range(c):
             scratch[i] = x[xb + (k + i) * xs]
-        if not lookup_inplace(attrs, scratch, c):
+        if not lookup_map(attrs, scratch, scratch, c):
             map_inplace(code, scratch, c, a0, a1)
         _store_chunk(o, ob + k * os, os, scratch, c)
         k += c
@@ -113,7 +113,7 @@ def _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a
     buf = np.zeros(t0 * t1, dtype=o.dtype) if full else np.empty(t0 * t1, dtype=o.dtype)
     gather_tile(x, xb, xsm, xsn, v0, v1, buf, t1)
     n = t0 * t1 if full else (v0 - 1) * t1 + v1
-    if not lookup_inplace(attrs, buf, n):
+    if not lookup_map(attrs, buf, buf, n):
         map_inplace(code, buf, n, a0, a1)
     scatter_tile(o, ob, osm, osn, v0, v1, buf, t1)
 

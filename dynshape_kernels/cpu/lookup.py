@@ -5,9 +5,9 @@ A half-precision operand has 65,536 possible values, so a unary op on it is a ta
 op's own computed kernel over every carrier value (``dynshape/ops/lookup.py``), so a table
 read gives bit for bit what the computed kernel gives. The table rides in the op's float32
 attribute array: ``attrs.size == LOOKUP_SIZE`` and the bytes of ``attrs[LOOKUP_BASE:]`` are
-the 65,536 result carriers. ``lookup_map`` / ``lookup_inplace`` read it and return True, or
-return False (and do nothing) when ``attrs`` holds no table; for any other element type they
-compile to ``False``, so the computed loops stay the only path there.
+the 65,536 result carriers. ``lookup_map`` reads it and returns True, or returns False (and
+does nothing) when ``attrs`` holds no table; for any other element type it compiles to
+``False``, so the computed loops stay the only path there.
 """
 import numpy as np
 from numba import types
@@ -18,11 +18,9 @@ from .half import is_half
 
 
 def lookup_map(attrs, x, o, n):
-    """``o[i] = table[x[i]]`` for i < n when ``attrs`` holds a table; whether it did."""
-
-
-def lookup_inplace(attrs, buf, n):
-    """``buf[i] = table[buf[i]]`` for i < n when ``attrs`` holds a table; whether it did."""
+    """``o[i] = table[x[i]]`` for i < n when ``attrs`` holds a table; whether it did. ``o``
+    may be ``x`` itself (the loop reads each element before it writes it; it is a scalar loop
+    of loads either way, so in place costs nothing)."""
 
 
 def _table(attrs, like):
@@ -47,20 +45,5 @@ def _lookup_map(attrs, x, o, n):
         table = _table(attrs, x)
         for i in range(n):
             o[i] = table[np.uint16(x[i])]
-        return True
-    return impl
-
-
-@overload(lookup_inplace)
-def _lookup_inplace(attrs, buf, n):
-    if not is_half(buf.dtype):
-        return lambda attrs, buf, n: False
-
-    def impl(attrs, buf, n):
-        if attrs.size != LOOKUP_SIZE:
-            return False
-        table = _table(attrs, buf)
-        for i in range(n):
-            buf[i] = table[np.uint16(buf[i])]
         return True
     return impl
