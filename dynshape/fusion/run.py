@@ -288,12 +288,6 @@ def _execute_lead(fused, a, b, sides, named, out):
     if launch.dtype not in DTYPES:
         raise DtypeError(f"{fused!r}: dtype {launch.dtype} of the {lead.op} is not supported "
                          f"in a fused sequence led by {lead.op}; accepted: {', '.join(DTYPES)}")
-    if launch.target == "cuda" and launch.dtype in HALF_DTYPES:
-        accepted = [d for d in DTYPES if d not in HALF_DTYPES]
-        raise DtypeError(f"{fused!r}: dtype {launch.dtype} of the {lead.op} is not supported "
-                         f"in a fused sequence led by {lead.op} on the cuda target; accepted "
-                         f"there: {', '.join(accepted)} (run {lead.op} alone for half "
-                         f"precision on the device, or the chain on the CPU)")
     result = launch.result
     dt = np.dtype(launch.dtype)
     prog = fused.program(launch.dtype)

@@ -13,8 +13,7 @@ into the offset. Sizes, strides and offsets come from the
 conv common area (``abi.conv_table``); weights are C-contiguous (M, Cg, KH, KW). Half
 precision widens x, the weights, bias and residual to float32, accumulates and runs the
 epilogue in float32 (the activation's attributes float32) and rounds each output once (fused
-steps after it are refused in half precision on the device;
-the CPU runs them).
+steps after it run on the stored value, each rounding to the format).
 """
 from numba import cuda, int64
 
@@ -26,7 +25,7 @@ from ..abi.conv_table import (CV_ACT, CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H,
 from ..abi.step_program import G_COL, G_OFF, G_OUTER, G_ROW, MAX_SIDES, SGEO_COLS
 from .half import access
 from .scalars import switches
-from .steps import make_steps, no_steps
+from .steps import make_steps
 
 
 def make_conv(nbtype, kind):
@@ -35,8 +34,7 @@ def make_conv(nbtype, kind):
     unary_op, _ = switches("float")
     fmt = access(kind, nbtype)
     load, store, ctype = fmt.load, fmt.store, fmt.compute
-    # half-precision chains led by the op are refused on the device: no interpreter
-    run_steps = no_steps if fmt.half else make_steps(nbtype, kind)
+    run_steps = make_steps(nbtype, kind)    # on the stored value: a half one rounds per step
 
     def conv(x, w, bias, res, y, common, entries, a0, a1, prog, pattrs, s0, s1, s2, s3,
              cgeo):

@@ -118,9 +118,6 @@ def _steps_args(br, dtype, prog, pattrs, sides, geo):
     uploaded like tables (the attributes in the computed type: an empty program's
     placeholder may be of the element type), the sides as operands (a placeholder uploaded
     once), the per-call side geometry ``geo`` uploaded with the call."""
-    if len(prog) and dtype in HALF_DTYPES:
-        raise NotImplementedError(f"fused epilogue steps in {dtype} do not run on the cuda "
-                                  f"target (nor on the cpu): the fused call refuses them")
     comp = kernel_types(dtype)[1]
     if pattrs.dtype != comp:
         pattrs = _zeros(comp, 2)

@@ -12,8 +12,7 @@ as it is: side ``k`` at ``sgeo[k, 0] + batch*sgeo[k, 1] + row*sgeo[k, 2] + col*s
 (the CPU epilogue's ``apply_steps`` contract). The driver is called with the CPU matmul
 driver's arguments. Half precision stages A and B widened to float32, accumulates and runs
 the epilogue in float32 (alpha, beta float32; C_in and bias read in the format) and rounds
-each output once (fused steps after it are refused in half precision on the device;
-the CPU runs them).
+each output once (fused steps after it run on the stored value, each rounding to the format).
 """
 from numba import cuda
 
@@ -21,7 +20,7 @@ from ..abi.cuda_tiles import CUDA_MATMUL_TILES
 from ..abi.matmul_table import M_BATCH, M_M0, M_N0, M_SLOT, M_TM, M_TN
 from .half import access
 from .scalars import switches
-from .steps import make_steps, no_steps
+from .steps import make_steps
 
 BK = 16
 TMAX = max(t[0] for t in CUDA_MATMUL_TILES)
@@ -40,8 +39,7 @@ def make_matmul(nbtype, kind):
     unary_op, _ = switches("float")
     fmt = access(kind, nbtype)
     load, store, ctype = fmt.load, fmt.store, fmt.compute
-    # half-precision chains led by the op are refused on the device: no interpreter
-    run_steps = no_steps if fmt.half else make_steps(nbtype, kind)
+    run_steps = make_steps(nbtype, kind)    # on the stored value: a half one rounds per step
     tms, tns = TMS, TNS
 
     def matmul(entries, M, N, K, boffs, a, ars, acs, b, brs, bcs, c, crs, ccs, alpha, beta,

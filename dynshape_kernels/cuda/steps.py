@@ -27,13 +27,6 @@ from .scalars import switches
 _built = {}
 
 
-@cuda.jit(device=True, inline=True)
-def no_steps(prog, first, last, pattrs, v, sgeo, outer, r, c, s0, s1, s2, s3):
-    """The interpreter of kernels that are never given steps (their executors refuse them):
-    ``v`` unchanged."""
-    return v
-
-
 def make_steps(nbtype, kind):
     """The step interpreter for elements of Numba type ``nbtype`` (the carrier for a half
     kind) of kind ``kind`` (``abi.switch_source.KINDS``); one device function per pair."""
@@ -78,4 +71,4 @@ def make_steps(nbtype, kind):
     return run_steps
 
 
-__all__ = ["make_steps", "no_steps"]
+__all__ = ["make_steps"]

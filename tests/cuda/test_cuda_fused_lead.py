@@ -1,14 +1,14 @@
 """Fused chains led by matmul, gemm or conv2d on the CUDA target (simulator): the chain runs
 as the epilogue of the op's kernel (one launch), against NumPy; side inputs broadcast per
 column / channel, of the full shape, strided and reversed device views, constants on either
-side; what would need host work is refused by name, and half precision (which the CPU
-takes)."""
+side; half precision bit for bit the CPU's chain for exact steps; what would need host work
+is refused by name."""
 import numpy as np
 import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 
 import dynshape
-from dynshape.errors import DeviceError, DtypeError
+from dynshape.errors import DeviceError
 
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-12, atol=1e-12)}
 
@@ -91,7 +91,7 @@ def test_grouped_conv_led_chain_with_a_reversed_channel_side(cuda):
     np.testing.assert_allclose(got, np.exp(v + sh[::-2].reshape(4, 1, 1)), **TOL[np.float64])
 
 
-def test_what_needs_host_work_or_half_precision_is_refused(cuda):
+def test_what_needs_host_work_is_refused(cuda):
     a = cuda.to_device(np.ones((2, 3, 4, 5), np.float32))
     b = cuda.to_device(np.ones((5, 6), np.float32))
     f = dynshape.fuse(["matmul", ("add", "s")])
@@ -99,6 +99,32 @@ def test_what_needs_host_work_or_half_precision_is_refused(cuda):
         f(a, b, s=cuda.to_device(np.ones((2, 1, 1, 6), np.float32)))
     with pytest.raises(DeviceError, match="host array"):
         f(a, b, s=np.ones(6, np.float32))
-    h = cuda.to_device(np.ones((3, 4), np.float16))
-    with pytest.raises(DtypeError, match="run matmul alone for half precision"):
-        dynshape.fuse(["matmul", "relu"])(h, cuda.to_device(np.ones((4, 2), np.float16)))
+
+
+@pytest.mark.parametrize("fmt", ["float16", "bfloat16"])
+def test_half_precision_lead_chains_round_every_step_like_the_cpu(cuda, fmt):
+    """The stored (rounded) result of matmul/conv2d, then every step rounding to the format:
+    with exact steps (add, mul, relu, maximum, constants) the device's chain is bit for bit
+    the CPU's."""
+    from dynshape.ops import as_dtype
+    dt = as_dtype(fmt)
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((2, 7, 5)).astype(dt)
+    b = rng.standard_normal((5, 19)).astype(dt)
+    bias = rng.standard_normal(19).astype(dt)
+    full = rng.standard_normal((2, 14, 19)).astype(dt)
+    f = dynshape.fuse(["matmul", ("add", "bias"), "relu", ("mul", "full"), ("maximum", -0.5),
+                       ("sub", 0.25, "_")])
+    got = f(cuda.to_device(a), cuda.to_device(b), bias=cuda.to_device(bias),
+            full=cuda.to_device(full)[:, ::2]).copy_to_host()
+    want = f(a, b, bias=bias, full=full[:, ::2])
+    assert got.dtype == dt
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    x = rng.standard_normal((1, 4, 6, 7)).astype(dt)
+    w = rng.standard_normal((6, 2, 3, 3)).astype(dt)
+    ch = rng.standard_normal((6, 1, 1)).astype(dt)
+    g = dynshape.fuse([("conv2d", {"group": 2, "pads": (1, 1, 1, 1)}), ("add", "ch"), "relu",
+                       ("mul", 3.0)])
+    got = g(cuda.to_device(x), cuda.to_device(w), ch=cuda.to_device(ch)).copy_to_host()
+    want = g(x, w, ch=ch)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
