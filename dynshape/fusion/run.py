@@ -270,7 +270,8 @@ def _execute(fused, x, sides, named, out, explain, ran=None):
 def _execute_lead(fused, a, b, sides, named, out):
     """The leading matmul / gemm / conv2d of ``a``, ``b`` with the chain as the epilogue
     program of its driver: the steps run on every output tile before it is stored
-    (dynshape_kernels/cpu/gemm.py and dynshape_kernels/cpu/conv_epilogue.py call steps.apply_steps)."""
+    (dynshape_kernels/cpu/gemm.py and dynshape_kernels/cpu/conv_epilogue.py call
+    steps.apply_steps_as, in the output's format)."""
     lead = fused.lead
     bound = dict(zip(fused.side_names, _bind_sides(fused, sides, named)))
     spec = ops.get(lead.op)

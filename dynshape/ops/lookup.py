@@ -9,8 +9,9 @@ the table read gives bit for bit what the computed kernel gives (the accuracy ta
 README holds for both), and fused chains, which keep computing, agree with it.
 
 The table rides in the op's attribute array after its two attributes (the bytes of
-``LOOKUP_SIZE - 2`` float32 slots are the 65,536 result carriers: 128 KiB). Tables are kept in a bounded dict (emptied when full); building
-one costs one kernel call over 65,536 elements.
+``LOOKUP_SIZE - 2`` float32 slots are the 65,536 result carriers: 128 KiB). Tables are kept
+in a bounded dict (emptied when full); building one costs one kernel call over 65,536
+elements.
 """
 import contextlib
 import contextvars
