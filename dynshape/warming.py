@@ -67,9 +67,10 @@ def cache_location():
     return f"Numba's cache in {d}" if d else "Numba's cache next to the installed sources"
 
 
-# rough compile seconds per driver on 2 cores, to share work among child processes
-_COMPILE_COST = {"unary": 14, "copy": 14, "binary": 14, "reduce": 30, "rowwise": 40,
-                 "matmul": 25, "conv": 35, "pool": 20, "fused": 60}
+# compile seconds per float32 driver, measured one at a time on a quiet 2-core machine, to
+# share work among child processes (longest first, each to the least loaded child)
+_COMPILE_COST = {"unary": 13, "copy": 8, "binary": 9, "reduce": 12, "rowwise": 24,
+                 "matmul": 28, "conv": 26, "pool": 7, "fused": 37}
 
 
 def warm(families=None, dtypes=None, progress=None, *, pairs=None, processes=1):

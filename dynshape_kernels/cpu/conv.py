@@ -19,7 +19,9 @@ by a cost model. ``conv_driver`` runs a whole parameter table (layout in ``conv_
 ONE call: ``prange`` over threads, entries dealt out cyclically (entry t to thread
 t % threads), each thread with its own packed buffers; every entry ends in the epilogue slot
 (``conv_epilogue``: bias, residual, activation, then the step program of a fused sequence,
-if any, over the whole tile). It is compiled once per dtype (``drivers.get("conv", dtype)``).
+if any, over the whole tile). It is compiled once per dtype (``drivers.get("conv", dtype)``); the two tile
+functions are inlined into ``_thread_entries`` at Numba's IR level, which spares one round of
+optimizing and generating the whole call tree (see ``fused``'s note on compile time).
 
 Accuracy: each output is a sum of K products accumulated in the input dtype (float32 FMAs
 in float32, blocked by KC and by vector lanes; float16 / bfloat16 operands are widened to
@@ -70,7 +72,7 @@ def _uk(slot, kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc):
         _uk1(kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc)
 
 
-@njit(cache=True)
+@njit(inline="always")
 def gemm_tile(slot, x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0, iw0,
               ws_a, ws_b, ws_c, ldc, code, a0, a1, prog, pattrs, sides, cgeo, lgeo):
     """One implicit-GEMM tile: output channels ``g*MG + m0 .. +mv`` at the ``vh x vw``
@@ -173,11 +175,13 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
     a1 = cast_like(y, fattrs[1])
     proto = compute_empty(y, 0)     # the workspaces' dtype (float32 for half precision)
     # per-thread workspace for the largest tile of the table (not of the slot)
-    sa = 1
-    sb = 1
-    sc = 1
-    ldc = 1
-    rows = 1
+    # sizes typed int64 from the start: a literal 1 would make type inference compile the
+    # callees once more for Literal[int] arguments (seconds of first-use compile each)
+    sa = np.int64(1)
+    sb = np.int64(1)
+    sc = np.int64(1)
+    ldc = np.int64(1)
+    rows = np.int64(1)
     for t in range(ne):
         slot = entries[t, T_KID] - base
         if slot == DIRECT_SLOT:
@@ -198,12 +202,14 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
             rows = max(rows, mp)
     sc = max(sc, rows * ldc)
     if nth == 1:    # small problems (the planner's choice): no thread-pool launch
-        _thread_entries(0, 1, x, w, b, res, y, common, entries, sa, sb, sc, ldc, code, a0, a1,
-                        prog, pattrs, sides, cgeo)
+        # int64 thread numbers at both calls (prange's are uint64, literals Literal[int]):
+        # one compiled _thread_entries
+        _thread_entries(np.int64(0), np.int64(1), x, w, b, res, y, common, entries, sa, sb,
+                        sc, ldc, code, a0, a1, prog, pattrs, sides, cgeo)
     else:
         for th in prange(nth):
-            _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, code,
-                            a0, a1, prog, pattrs, sides, cgeo)
+            _thread_entries(np.int64(th), nth, x, w, b, res, y, common, entries, sa, sb, sc,
+                            ldc, code, a0, a1, prog, pattrs, sides, cgeo)
 
 
 @njit(cache=True)

@@ -102,7 +102,7 @@ def _add_taps(acc, a0_, buf, w, wr, vh, vw, Wp, pitch, KH, KW, sh, sw, dh, dw):
                               load(load_at(w, wk + k)))
 
 
-@njit(cache=True)
+@njit(inline="always")
 def direct_tile(x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0, iw0,
                 buf, acc, code, a0, a1, prog, pattrs, sides, cgeo, lgeo):
     """Output channels ``m0 .. m0+mv`` of group ``g`` (index inside the group), rows

@@ -30,6 +30,12 @@ Half precision (carriers, ``half.py``): the tile buffer holds the format, every 
 computes in float32 and rounds (the generated switches of its kind), exactly as the ops run
 one by one; the tails load and store through ``half.load``/``half.store``, so a fused chain
 gives bit for bit what its ops give unfused.
+
+Compile time: Numba optimizes and generates the code of a separately compiled function
+again in every caller up to the driver (each caller links its callees' code), so the
+helpers called from one place (the tile functions, ``_work_item``) are inlined at Numba's
+IR level (``inline="always"``), and helpers are called with int64, never literal, integers
+(a literal argument compiles a helper once more for the literal's type).
 """
 import numpy as np
 from numba import njit, prange, types
@@ -111,7 +117,7 @@ def _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1, 
     return True
 
 
-@njit(cache=True, error_model="numpy")
+@njit(inline="always")
 def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, r1, v1, t1):
     """An elementwise chain on a v0 x v1 tile at (r0, r1): in the output tile itself when
     both x and the output walk their rows with unit stride (the first unary or constant step
@@ -143,7 +149,7 @@ def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, 
     scatter_tile(o, ob, osm, osn, v0, v1, buf, t1)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(inline="always")
 def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf, lanes, oi,
               r0, v0):
     """Rows r0..r0+v0 of a T_ROWWISE / T_REDUCE_ROWS tile (whole rows).
@@ -193,8 +199,9 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
             # a block of nr whole rows at pitch n; the first step reads unit-stride rows of x
             # directly (no copy of x first) when it can
             first = 0
+            z = np.int64(0)     # not a literal 0: one compiled _first_step_from for both sites
             if xsn == 1 and _first_step_from(x, buf, prog[:split], pattrs, sides, sgeo,
-                                             xb0 + r * xsm, xsm, 0, n, nr, n, r, 0):
+                                             xb0 + r * xsm, xsm, z, n, nr, n, r, z):
                 first = 1
             else:
                 gather_tile(x, xb0 + r * xsm, xsm, xsn, nr, n, buf, n)
@@ -241,7 +248,7 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
         i += nr
 
 
-@njit(cache=True, error_model="numpy")
+@njit(inline="always")
 def _reduce_all_tile(x, common, prog, pattrs, fctl, sides, sgeo, buf, lanes, oi, r0, v0, r1,
                      v1, t1):
     """Partial (sum, extreme) of a v0 x v1 tile of a reduction over all elements."""
@@ -260,7 +267,7 @@ def _reduce_all_tile(x, common, prog, pattrs, fctl, sides, sgeo, buf, lanes, oi,
     return acc, ext
 
 
-@njit(cache=True, error_model="numpy")
+@njit(inline="always")
 def _work_item(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides, sgeo, buf,
                lanes, idx, psum, pext, pvalid):
     n_entries = entries.shape[0]
@@ -341,13 +348,14 @@ def fused_driver(x, o, oi, of, common, entries, prog, pattrs, fctl, sides):
     pext = compute_empty(o, np_)
     pvalid = np.zeros(np_, dtype=np.uint8)
     if common[C_M] * common[C_N] * common[C_NOUTER] < SERIAL_ELEMENTS:
-        _chunk(x, o, oi, of, common, entries, prog, pattrs, fctl, sides, 0, 1, total, total,
-               psum, pext, pvalid)
+        # int64 chunk numbers throughout: literal ones would compile _chunk a second time
+        _chunk(x, o, oi, of, common, entries, prog, pattrs, fctl, sides, np.int64(0),
+               np.int64(1), total, total, psum, pext, pvalid)
     else:
         block = max(1, min(MAX_BLOCK, total // (4 * N_CHUNKS)))
         for c in prange(N_CHUNKS):
             _chunk(x, o, oi, of, common, entries, prog, pattrs, fctl, sides, chunk_start(c),
-                   N_CHUNKS, block, total, psum, pext, pvalid)
+                   np.int64(N_CHUNKS), block, total, psum, pext, pvalid)
     if reduce_all:
         _finish_all(o, oi, of, fctl, common[C_M] * common[C_N] * common[C_NOUTER], psum, pext,
                     pvalid)

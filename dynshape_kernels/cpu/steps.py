@@ -72,11 +72,23 @@ def _side_row(code, kind, side, sb, cs, row, n, scratch):
             k += c
 
 
-@njit(cache=True, error_model="numpy")
+@njit(inline="always")
 def apply_steps_range(prog, first, last, pattrs, buf, boff, ld, nrows, ncols, row0, col0, outer,
                       sides, sgeo):
     """:func:`apply_steps` restricted to the steps ``prog[first:last]`` (no array slicing,
-    so drivers that run a program in parts share one compiled interpreter)."""
+    so drivers that run a program in parts share one compiled interpreter).
+
+    Inlined into its caller, it hands every integer on as int64: a literal argument (``0``)
+    would otherwise compile the interpreter once more for that literal's type, about a
+    second of first-use compile time per call site."""
+    i64 = np.int64
+    _apply_steps_range(prog, i64(first), i64(last), pattrs, buf, i64(boff), i64(ld), i64(nrows),
+                       i64(ncols), i64(row0), i64(col0), i64(outer), sides, sgeo)
+
+
+@njit(cache=True, error_model="numpy")
+def _apply_steps_range(prog, first, last, pattrs, buf, boff, ld, nrows, ncols, row0, col0,
+                       outer, sides, sgeo):
     if first >= last or nrows <= 0 or ncols <= 0:
         return
     strided = False
