@@ -90,7 +90,7 @@ def profile(pair):
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
         out = subprocess.run([sys.executable, "-c", _CHILD, pair], env=env,
-                             capture_output=True, text=True)
+                             capture_output=True, text=True, check=False)
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}
     return json.loads(out.stdout.strip().splitlines()[-1])
