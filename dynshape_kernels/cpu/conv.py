@@ -19,9 +19,10 @@ by a cost model. ``conv_driver`` runs a whole parameter table (layout in ``conv_
 ONE call: ``prange`` over threads, entries dealt out cyclically (entry t to thread
 t % threads), each thread with its own packed buffers; every entry ends in the epilogue slot
 (``conv_epilogue``: bias, residual, activation, then the step program of a fused sequence,
-if any, over the whole tile). It is compiled once per dtype (``drivers.get("conv", dtype)``); the two tile
-functions are inlined into ``_thread_entries`` at Numba's IR level, which spares one round of
-optimizing and generating the whole call tree (see ``fused``'s note on compile time).
+if any, over the whole tile). It is compiled once per dtype (``drivers.get("conv", dtype)``).
+The two tile functions are inlined into ``_thread_entries`` at Numba's IR level, which spares
+one round of optimizing and generating the whole call tree (see ``fused``'s note on compile
+time).
 
 Accuracy: each output is a sum of K products accumulated in the input dtype (float32 FMAs
 in float32, blocked by KC and by vector lanes; float16 / bfloat16 operands are widened to
