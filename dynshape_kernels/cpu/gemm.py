@@ -115,16 +115,17 @@ def _epilogue(ws_c, ldc, mv, nv, c_buf, c_off, c_rs, c_cs, alpha, beta,
                 store_at(c_buf, co + j * c_cs, store(c_buf, load_at(ws_c, w + j)))
 
 
-@njit(cache=True)
-def _tile_dot(m0, n0, mv, nv, bt, K,
-              a_buf, a_off, a_rs, a_cs, a_bs,
-              b_buf, b_off, b_rs, b_cs, b_bs,
-              c_buf, c_off, c_rs, c_cs, c_bs, alpha, beta,
-              cin_buf, cin_off, cin_rs, cin_cs, cin_bs,
-              bias_buf, bias_off, bias_s, has_bias, act,
-              ws_a, ws_b, ws_c, b_state, prog, pattrs, sides, sgeo):
+@njit(inline="always")
+def _tile_dot(m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf, ing,
+              bias_buf, biasg, ws_a, ws_b, ws_c, b_state, prog, pattrs, sides, sgeo):
     """Tile of the inner-product slot: A rows read in place when a_cs == 1
-    (else packed row-major), B packed transposed (reused across tiles)."""
+    (else packed row-major), B packed transposed (reused across tiles). Arguments as in
+    ``_tile``."""
+    a_off, a_rs, a_cs, a_bs = ag
+    b_off, b_rs, b_cs, b_bs = bg
+    c_off, c_rs, c_cs, c_bs, alpha, beta = cg
+    cin_off, cin_rs, cin_cs, cin_bs = ing
+    bias_off, bias_s, has_bias, act = biasg
     cfg = _slot_cfg_stub(ws_c)[DOT_SLOT]
     MR = cfg[0]
     NR = cfg[1]
@@ -187,24 +188,26 @@ def _tile_dot(m0, n0, mv, nv, bt, K,
 # --------------------------------------------------------------------------
 # one output tile
 # --------------------------------------------------------------------------
-@njit(cache=True)
-def _tile(slot, m0, n0, mv, nv, bt, K,
-          a_buf, a_off, a_rs, a_cs, a_bs,
-          b_buf, b_off, b_rs, b_cs, b_bs,
-          c_buf, c_off, c_rs, c_cs, c_bs, alpha, beta,
-          cin_buf, cin_off, cin_rs, cin_cs, cin_bs,
-          bias_buf, bias_off, bias_s, has_bias, act,
-          ws_a, ws_b, ws_c, b_state, prog, pattrs, sides, sgeo):
+@njit(inline="always")
+def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf, ing,
+          bias_buf, biasg, ws_a, ws_b, ws_c, b_state, prog, pattrs, sides, sgeo):
     """One table row: C tile (m0:m0+mv, n0:n0+nv) of batch bt, all of K.
-    Arguments as in ``gemm_driver``; ws_* are the per-thread buffers and
-    ``b_state`` remembers which B panel ws_b holds (for reuse)."""
+    Arguments as in ``matmul_driver``, each operand's offset and strides in a tuple (``ag``:
+    offset, row, column and batch stride of A; ``cg`` also alpha and beta; ``biasg``: bias
+    offset and stride, has_bias, act) so that the call has at most 30 arguments: CPython
+    passes a longer one as ``*args``, which Numba's inliner refuses, and this function and
+    ``_tile_dot`` are inlined into the driver's loop (one level less of the whole call tree
+    to optimize and generate: about 4 s of its first-use compile). ws_* are the per-thread
+    buffers and ``b_state`` remembers which B panel ws_b holds (for reuse)."""
     if slot == DOT_SLOT:
-        _tile_dot(m0, n0, mv, nv, bt, K, a_buf, a_off, a_rs, a_cs, a_bs,
-                  b_buf, b_off, b_rs, b_cs, b_bs, c_buf, c_off, c_rs, c_cs, c_bs,
-                  alpha, beta, cin_buf, cin_off, cin_rs, cin_cs, cin_bs,
-                  bias_buf, bias_off, bias_s, has_bias, act, ws_a, ws_b, ws_c, b_state,
-                  prog, pattrs, sides, sgeo)
+        _tile_dot(m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf, ing,
+                  bias_buf, biasg, ws_a, ws_b, ws_c, b_state, prog, pattrs, sides, sgeo)
         return
+    a_off, a_rs, a_cs, a_bs = ag
+    b_off, b_rs, b_cs, b_bs = bg
+    c_off, c_rs, c_cs, c_bs, alpha, beta = cg
+    cin_off, cin_rs, cin_cs, cin_bs = ing
+    bias_off, bias_s, has_bias, act = biasg
     cfg = _slot_cfg_stub(ws_c)[slot]
     MR = cfg[0]
     NR = cfg[1]
@@ -305,9 +308,9 @@ def matmul_driver(table, M, N, K, boffs,
     proto = compute_empty(c_buf, 0)      # the workspaces' dtype (float32 for half precision)
     cfg = _slot_cfg_stub(proto)
     # workspace sizes over the slots used by the table
-    sa = 1
-    sb = 1
-    sc = 1
+    sa = np.int64(1)     # int64 from the start (a literal 1 compiles callees once more)
+    sb = np.int64(1)
+    sc = np.int64(1)
     W = 64 // proto.itemsize
     for t in range(ntiles):
         s = table[t, 0]
@@ -338,11 +341,11 @@ def matmul_driver(table, M, N, K, boffs,
             if bt >= nbatch or mv <= 0 or nv <= 0:
                 continue
             _tile(table[t, 0], m0, n0, mv, nv, bt, K,
-                  a_buf, boffs[bt, 0], a_rs, a_cs, 0,
-                  b_buf, boffs[bt, 1], b_rs, b_cs, 0,
-                  c_buf, boffs[bt, 2], c_rs, c_cs, 0, alpha, beta,
-                  cin_buf, boffs[bt, 3], cin_rs, cin_cs, 0,
-                  bias_buf, bias_off, bias_s, has_bias, act,
+                  a_buf, (boffs[bt, 0], a_rs, a_cs, 0),
+                  b_buf, (boffs[bt, 1], b_rs, b_cs, 0),
+                  c_buf, (boffs[bt, 2], c_rs, c_cs, 0, alpha, beta),
+                  cin_buf, (boffs[bt, 3], cin_rs, cin_cs, 0),
+                  bias_buf, (bias_off, bias_s, has_bias, act),
                   ws_a, ws_b, ws_c, b_state, prog, pattrs, sides, sgeo)
 
 
