@@ -49,7 +49,7 @@ from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noq
 from .elementwise import outer_offset, resolve
 from .reduce_runs import (LW, N_CHUNKS, _arg_run, _ext_run, _strictly_better, _sum_run,  # noqa: F401
                           chunk_start, finish, nan_max, nan_min, red_offset, red_runs,
-                          strided)
+                          serial_work, strided, SERIAL_READS)
 from .half import compute_empty, is_half, load, store
 from .tiles import make_tile_geometry
 
@@ -296,9 +296,14 @@ def reduce_driver(x, o, oi, of, common, entries):
     means); the two others are empty placeholders."""
     n_entries = entries.shape[0]
     total = n_entries * common[C_NOUTER]
-    for c in prange(N_CHUNKS):
-        for idx in range(chunk_start(c), total, N_CHUNKS):
+    if serial_work(common, _RB, SERIAL_READS):
+        for idx in range(total):
             _reduce_entry(x, o, oi, of, common, entries, idx % n_entries, idx // n_entries)
+    else:
+        for c in prange(N_CHUNKS):
+            for idx in range(chunk_start(c), total, N_CHUNKS):
+                _reduce_entry(x, o, oi, of, common, entries, idx % n_entries,
+                              idx // n_entries)
 
 
 def signature(dtype):

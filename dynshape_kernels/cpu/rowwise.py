@@ -14,6 +14,12 @@ normalized sizes and every operand's strides over them. Strategies as in :mod:`r
   contiguous one (softmax over a leading or middle axis): every pass adds vectors of
   neighbouring rows, reading the input in memory order.
 
+A row that is one contiguous run of every operand (the normalized axes innermost and
+contiguous, the usual case) takes a short path (``_contig_row``) that runs the same passes on
+the row's views; the general path's per-run offsets and views cost about 0.3 us a row, which
+dominated short rows (softmax over 1024 x 8: 328 us before, 97 us with the short path). Calls
+reading fewer than ``reduce_runs.SERIAL_ROW_READS`` elements run on the calling thread.
+
 Accuracy: row sums (softmax's sum of exponentials, the norms' mean, variance and mean square)
 accumulate in float64 (re-associated, vectorized); exp/log come from ``mathfuncs`` in the
 input's precision. The variance is the two-pass sum of squared deviations for float64 rows;
@@ -35,7 +41,7 @@ from numba import njit, prange, types
 
 from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1,
                            E_KID, E_OFF0, E_OFF1, MAX_RED, OP_BLOCK, OP_SM, OP_SN, R_COUNT,
-                           R_STR, R_STRATEGY, STRAT_COLUMNS)
+                           R_ND, R_STR, R_STRATEGY, STRAT_COLUMNS)
 from ..abi.storage import carrier
 from ..abi.tiles import ROWWISE_TILES
 from ..abi.vocabulary import (LAYER_NORM, LOG_SOFTMAX, RMS_NORM, ROWWISE_OPS,  # noqa: F401
@@ -43,7 +49,8 @@ from ..abi.vocabulary import (LAYER_NORM, LOG_SOFTMAX, RMS_NORM, ROWWISE_OPS,  #
 from . import mathfuncs
 from .elementwise import outer_offset, resolve
 from .reduce_runs import (N_CHUNKS, _ext_run, _sum_run, chunk_start, nan_max, red_offset,
-                          red_runs, strided)
+                          red_runs, serial_work, strided,
+                          SERIAL_ROW_READS)
 from .half import compute_empty, load, store
 from .scalar_ops import cast_like
 from .tiles import make_tile_geometry
@@ -263,6 +270,33 @@ def _lanes_row(code, x, w, b, o, base, common, eps, hw, hb, lanes):
               hw, hb)
 
 
+@njit(cache=True)
+def _contig_row(code, xv, ov, wv, bv, count, eps, hw, hb, lanes):
+    """_lanes_row for a row that is one contiguous run of every operand (the common case:
+    normalized axes innermost and contiguous): the same passes on the row's views, without
+    the per-run offsets and views of the general path (which cost ~0.3 us a row)."""
+    if code == SOFTMAX or code == LOG_SOFTMAX:
+        m = cast_like(xv, _ext_run(xv, True, lanes))
+        if code == SOFTMAX:
+            _scale(ov, cast_like(xv, 1.0 / _exp_store_sum(xv, ov, m)))
+        else:
+            _shift(xv, ov, m, cast_like(xv, np.log(_exp_sum(xv, m))))
+        return
+    if code == LAYER_NORM and xv.itemsize == 4:
+        s1, s2 = _sum_and_sq(xv)       # one float64 pass, as in _lanes_row
+        c = s1 / count
+        var = max(s2 / count - c * c, 0.0)
+    elif code == LAYER_NORM:
+        c = _sum_run(xv, 0.0) / count
+        var = _sq_dev_sum(xv, c) / count
+    else:
+        c = 0.0
+        var = _sq_sum(xv) / count
+    chi = cast_like(xv, c)
+    a = cast_like(xv, 1.0 / np.sqrt(var + eps))
+    _norm_write(xv, ov, wv, bv, chi, cast_like(xv, c - chi), a, hw, hb)
+
+
 # ---- COLUMNS: vectors of neighbouring rows ---------------------------------------------------
 @njit(cache=True)
 def _cstep(code, p, xv, ov, mx, sa, sb, ca, cb, wk, bk):
@@ -360,6 +394,18 @@ def _cols_rows(code, x, w, b, o, base, xsn, osn, v1, common, eps, hw, hb):
     _cols_pass(code, 2, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
 
 
+@njit(inline="always")
+def _one_contiguous_run(common, hw, hb):
+    """True when each row is a single run (one normalized dimension after coalescing) that
+    every operand the op reads or writes holds contiguously."""
+    if common[_RB + R_ND] != 1 or common[_RB + R_COUNT] == 0:
+        return False
+    st = _RB + R_STR
+    return (common[st + X * MAX_RED] == 1 and common[st + OUT * MAX_RED] == 1
+            and (not hw or common[st + W * MAX_RED] == 1)
+            and (not hb or common[st + B * MAX_RED] == 1))
+
+
 # ---- entries -------------------------------------------------------------------------------
 @njit(cache=True)
 def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb):
@@ -385,6 +431,18 @@ def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb):
             _cols_rows(code, x, w, b, o, base, sn[X], sn[OUT], v1, common, eps, hw, hb)
         return
     lanes = compute_empty(x, LW)
+    if _one_contiguous_run(common, hw, hb):
+        L = common[_RB + R_COUNT]
+        for r in range(v0):
+            for j in range(v1):
+                px = start[X] + r * sm[X] + j * sn[X]
+                po = start[OUT] + r * sm[OUT] + j * sn[OUT]
+                pw = start[W] + r * sm[W] + j * sn[W] if hw else px
+                pb = start[B] + r * sm[B] + j * sn[B] if hb else px
+                xv = x[px:px + L]
+                _contig_row(code, xv, o[po:po + L], w[pw:pw + L] if hw else xv,
+                            b[pb:pb + L] if hb else xv, L, eps, hw, hb, lanes)
+        return
     for r in range(v0):
         for j in range(v1):
             for q in range(_OPERANDS):
@@ -399,10 +457,15 @@ def rowwise_driver(x, w, b, o, common, entries, fattrs):
     eps = fattrs[0]
     hw = fattrs[1] != 0
     hb = fattrs[2] != 0
-    for c in prange(N_CHUNKS):    # cyclic distribution, see reduce.chunk_start
-        for idx in range(chunk_start(c), total, N_CHUNKS):
+    if serial_work(common, _RB, SERIAL_ROW_READS):
+        for idx in range(total):
             _rowwise_entry(x, w, b, o, common, entries, idx % n_entries, idx // n_entries,
                            eps, hw, hb)
+    else:
+        for c in prange(N_CHUNKS):    # cyclic distribution, see reduce_runs.chunk_start
+            for idx in range(chunk_start(c), total, N_CHUNKS):
+                _rowwise_entry(x, w, b, o, common, entries, idx % n_entries,
+                               idx // n_entries, eps, hw, hb)
 
 
 def signature(dtype):

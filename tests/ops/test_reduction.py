@@ -306,3 +306,16 @@ def test_explained_tables_cover_once_and_offer_choices():
         assert (testing.check_coverage(t, (m, n)) == 1).all()
         seen.add(tuple(sorted({CATALOG[int(k)].tile for k in t.entries[:, 0]})))
     assert len(seen) > 1        # the optimized combination really chooses between tiles
+
+
+@pytest.mark.parametrize("op", ["sum", "max", "argmin"])
+def test_both_sides_of_the_serial_threshold(op):
+    """Calls reading fewer than SERIAL_READS elements run on the calling thread, larger ones
+    on the thread pool (cyclic chunks): both agree with NumPy, rows and columns."""
+    from dynshape_kernels.cpu.reduce_runs import SERIAL_READS
+    rng = np.random.default_rng(5)
+    for n in (SERIAL_READS // 96 - 1, SERIAL_READS // 96 + 1, 4 * SERIAL_READS // 96):
+        x = rng.standard_normal((n, 96)).astype(np.float32)
+        for v in (x, x[::-1, ::2], x.T):
+            for axis in (0, 1):
+                _check(op, v, axis, False, dynshape.run(op, v, axis=axis))

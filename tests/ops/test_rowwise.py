@@ -260,3 +260,31 @@ def test_layer_norm_of_rows_with_a_large_mean(centre, transposed):
     if transposed:
         x = np.ascontiguousarray(x.T).T          # rows along a strided axis (column walk)
     _close(dynshape.run("layer_norm", x), ref_layer_norm(x), np.float32)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "layer_norm", "rms_norm"])
+def test_both_sides_of_the_serial_threshold(op):
+    """Calls reading fewer than SERIAL_ROW_READS elements run on the calling thread, larger
+    ones on the thread pool; rows that are one contiguous run take the short path, others
+    (strided, several normalized axes) the general one. Every combination agrees with
+    NumPy."""
+    from dynshape_kernels.cpu.reduce_runs import SERIAL_ROW_READS
+    rng = np.random.default_rng(3)
+    for n in (SERIAL_ROW_READS // 64 - 1, SERIAL_ROW_READS // 64 + 1, 8 * SERIAL_ROW_READS // 64):
+        x = (rng.standard_normal((n, 64)) * 3).astype(np.float32)
+        w = rng.standard_normal(64).astype(np.float32)
+        b = rng.standard_normal(64).astype(np.float32)
+        x3 = x.reshape(n, 8, 8)
+        for v, axis in ((x, -1), (x[:, ::-1], -1), (x.T.copy().T, -1), (x3, 1)):
+            if op in ("softmax", "log_softmax") and v.ndim == 3:
+                continue                   # one axis only: (n, 8, 8) over axis 1 is columns
+            ref = {"softmax": lambda: ref_softmax(v, axis),
+                   "log_softmax": lambda: ref_log_softmax(v, axis),
+                   "layer_norm": lambda: ref_layer_norm(v, w.reshape(v.shape[1:]),
+                                                        b.reshape(v.shape[1:]), axis),
+                   "rms_norm": lambda: ref_rms_norm(v, w.reshape(v.shape[1:]), axis)}[op]()
+            args = {"layer_norm": (w.reshape(v.shape[1:]), b.reshape(v.shape[1:])),
+                    "rms_norm": (w.reshape(v.shape[1:]),)}.get(op, ())
+            out = np.full(v.shape, np.nan, np.float32)
+            dynshape.run(op, v, *args, axis=axis, out=out)
+            _close(out, ref, np.float32)
