@@ -319,3 +319,33 @@ def test_both_sides_of_the_serial_threshold(op):
         for v in (x, x[::-1, ::2], x.T):
             for axis in (0, 1):
                 _check(op, v, axis, False, dynshape.run(op, v, axis=axis))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_one_run_per_output_short_and_long(dtype):
+    """Last-axis reductions whose rows are one contiguous run take the short path: a plain
+    loop for sums of up to SHORT_SUM elements, four compare-and-select chains for max / min
+    below 2 * LW (a NaN hands over to the NaN-propagating loop). Every length around those
+    limits, NaN and infinities at every position class, ties, agree with NumPy."""
+    from dynshape_kernels.cpu.reduce import SHORT_SUM
+    from dynshape_kernels.cpu.reduce_runs import LW
+    rng = np.random.default_rng(9)
+    for n in (1, 2, 3, 4, 5, 7, 8, 9, SHORT_SUM - 1, SHORT_SUM, SHORT_SUM + 1, 63, 64,
+              2 * LW - 1, 2 * LW, 2 * LW + 3):
+        x = (rng.standard_normal((40, n)) * 100).astype(dtype)
+        if dtype != "int32":
+            x[1, 0] = np.nan
+            x[2, n - 1] = np.nan
+            x[5, :] = np.nan
+        x[6, :] = x[6, 0]                       # ties: the first occurrence wins
+        x[7, n // 3] = x[7].max()
+        xi = x.copy()                           # infinities: extremes only (the sum oracle
+        if dtype != "int32":                    # measures errors, inf - inf has none)
+            xi[3, n // 2] = np.inf
+            xi[4, n // 2] = -np.inf
+        for op in ("sum", "mean", "max", "min", "argmax", "argmin"):
+            if op == "mean" and dtype == "int32":
+                continue
+            v = x if op in ("sum", "mean") else xi
+            _check(op, v, 1, False, dynshape.run(op, v, axis=1))
+            _check(op, v[:, ::-1], 1, False, dynshape.run(op, v[:, ::-1], axis=1))
