@@ -17,7 +17,7 @@ normalized sizes and every operand's strides over them. Strategies as in :mod:`r
 A row that is one contiguous run of every operand (the normalized axes innermost and
 contiguous, the usual case) takes a short path (``_contig_row``) that runs the same passes on
 the row's views; the general path's per-run offsets and views cost about 0.3 us a row, which
-dominated short rows (softmax over 1024 x 8: 328 us before, 97 us with the short path). Calls
+dominated short rows (softmax over 1024 x 8: 328 us before, 85-97 us with the short path). Calls
 reading fewer than ``reduce_runs.SERIAL_ROW_READS`` elements run on the calling thread.
 
 Accuracy: row sums (softmax's sum of exponentials, the norms' mean, variance and mean square)
