@@ -48,9 +48,8 @@ from ..abi.vocabulary import (LAYER_NORM, LOG_SOFTMAX, RMS_NORM, ROWWISE_OPS,  #
                               SOFTMAX)
 from . import mathfuncs
 from .elementwise import outer_offset, resolve
-from .reduce_runs import (N_CHUNKS, _ext_run, _sum_run, chunk_start, nan_max, red_offset,
-                          red_runs, serial_work, strided,
-                          SERIAL_ROW_READS)
+from .reduce_runs import (N_CHUNKS, _ext_run, _sum_run, chunk_start, ext_short, nan_max,
+                          red_offset, red_runs, serial_work, strided, SERIAL_ROW_READS)
 from .half import compute_empty, load, store
 from .scalar_ops import cast_like
 from .tiles import make_tile_geometry
@@ -135,19 +134,19 @@ def _row_moments(x, xo, common):
     return s, q
 
 
-@njit(cache=True)
+@njit(inline="always")
 def _scale(ov, a):
     for i in range(ov.shape[0]):
         ov[i] = store(ov, load(ov[i]) * a)
 
 
-@njit(cache=True)
+@njit(inline="always")
 def _shift(xv, ov, m, c):
     for i in range(xv.shape[0]):
         ov[i] = store(ov, (load(xv[i]) - m) - c)
 
 
-@njit(cache=True)
+@njit(inline="always")
 def _norm_write(xv, ov, wv, bv, c, lo, a, hw, hb):
     """ov = ((xv - c) - lo) * a [* wv] [+ bv]: the centre in two parts of the input's
     precision (c + lo), so that the deviations of float32 rows whose mean is large against
@@ -270,13 +269,16 @@ def _lanes_row(code, x, w, b, o, base, common, eps, hw, hb, lanes):
               hw, hb)
 
 
-@njit(cache=True)
+@njit(inline="always")
 def _contig_row(code, xv, ov, wv, bv, count, eps, hw, hb, lanes):
     """_lanes_row for a row that is one contiguous run of every operand (the common case:
     normalized axes innermost and contiguous): the same passes on the row's views, without
     the per-run offsets and views of the general path (which cost ~0.3 us a row)."""
     if code == SOFTMAX or code == LOG_SOFTMAX:
-        m = cast_like(xv, _ext_run(xv, True, lanes))
+        mx, nan = ext_short(xv, True) if xv.shape[0] < 2 * LW else (load(xv[0]), True)
+        if nan:                        # long rows, or a NaN to propagate
+            mx = _ext_run(xv, True, lanes)
+        m = cast_like(xv, mx)
         if code == SOFTMAX:
             _scale(ov, cast_like(xv, 1.0 / _exp_store_sum(xv, ov, m)))
         else:
