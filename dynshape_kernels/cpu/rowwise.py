@@ -18,7 +18,10 @@ A row that is one contiguous run of every operand (the normalized axes innermost
 contiguous, the usual case) takes a short path (``_contig_row``) that runs the same passes on
 the row's views; the general path's per-run offsets and views cost about 0.3 us a row, which
 dominated short rows (softmax over 1024 x 8: 328 us before, 85-97 us with the short path). Calls
-reading fewer than ``reduce_runs.SERIAL_ROW_READS`` elements run on the calling thread.
+reading fewer than ``reduce_runs.SERIAL_ROW_READS`` elements run on the calling thread. The
+short path and its loops without fast-math flags (scale, shift, normalize) are inlined into
+the entry's row loop, and short rows take their max from ``reduce_runs.ext_short``: a call per
+helper and row cost ~20 ns (layer_norm over 1024 x 8: 73 -> 33 us, softmax 85 -> 44 us).
 
 Accuracy: row sums (softmax's sum of exponentials, the norms' mean, variance and mean square)
 accumulate in float64 (re-associated, vectorized); exp/log come from ``mathfuncs`` in the
