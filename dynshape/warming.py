@@ -69,8 +69,8 @@ def cache_location():
 
 # compile seconds per float32 driver, measured one at a time on a quiet 2-core machine, to
 # share work among child processes (longest first, each to the least loaded child)
-_COMPILE_COST = {"unary": 13, "copy": 8, "binary": 9, "reduce": 12, "rowwise": 24,
-                 "matmul": 28, "conv": 26, "pool": 7, "fused": 37}
+_COMPILE_COST = {"unary": 11, "copy": 7, "binary": 10, "reduce": 15, "rowwise": 20,
+                 "matmul": 28, "conv": 26, "pool": 7, "fused": 32}
 
 
 def warm(families=None, dtypes=None, progress=None, *, pairs=None, processes=1):

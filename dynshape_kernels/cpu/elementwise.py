@@ -135,19 +135,21 @@ def _unary_entry(x, o, common, entries, e, oi, attrs):
     xsn = common[xblk + OP_SN]
     osm = common[C_OPS + OP_SM]
     osn = common[C_OPS + OP_SN]
-    xb = outer_offset(common, 1, oi) + r0 * xsm + r1 * xsn
-    ob = outer_offset(common, 0, oi) + r0 * osm + r1 * osn
+    # int64 operand numbers and np.bool_ flags below: literal ones compile the callee (and
+    # its call tree) once per value
+    xb = outer_offset(common, np.int64(1), oi) + r0 * xsm + r1 * xsn
+    ob = outer_offset(common, np.int64(0), oi) + r0 * osm + r1 * osn
     discard = entries[e, E_MODE0] == DISCARD or entries[e, E_MODE1] == DISCARD
     if discard and (v0 < t0 or v1 < t1):
-        _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1, True,
-                       attrs)
+        _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1,
+                       np.bool_(True), attrs)
     elif t0 > 1 and code == IDENTITY and xsm == 1 and osn == 1:   # transposed copies go
         transpose_tile(x, xb, xsn, o, ob, osm, v0, v1)           # straight, no tile buffer
     elif t0 > 1 and code == IDENTITY and xsn == 1 and osm == 1:
         transpose_tile(x, xb, xsm, o, ob, osn, v1, v0)
     elif t0 > 1 and (xsn != 1 or osn != 1):
-        _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1, False,
-                       attrs)
+        _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1,
+                       np.bool_(False), attrs)
     else:
         _unary_rows(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, entries[e, E_MODE1],
                     t1, w1, a0, a1, attrs)
@@ -218,17 +220,17 @@ def _binary_entry(a, b, o, common, entries, e, oi):
     bsn = common[bblk + OP_SN]
     osm = common[C_OPS + OP_SM]
     osn = common[C_OPS + OP_SN]
-    ab = outer_offset(common, 1, oi) + r0 * asm + r1 * asn
-    bb = outer_offset(common, 2, oi) + r0 * bsm + r1 * bsn
-    ob = outer_offset(common, 0, oi) + r0 * osm + r1 * osn
+    ab = outer_offset(common, np.int64(1), oi) + r0 * asm + r1 * asn    # int64 / np.bool_:
+    bb = outer_offset(common, np.int64(2), oi) + r0 * bsm + r1 * bsn    # see _unary_entry
+    ob = outer_offset(common, np.int64(0), oi) + r0 * osm + r1 * osn
     discard = entries[e, E_MODE0] == DISCARD or entries[e, E_MODE1] == DISCARD
     if discard and (v0 < t0 or v1 < t1):
         _binary_scratch(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, osn, v0, v1, t0, t1,
-                        True)
+                        np.bool_(True))
         return
     if t0 > 1 and (asn > 1 or asn < 0 or bsn > 1 or bsn < 0 or osn != 1):
         _binary_scratch(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, osn, v0, v1, t0, t1,
-                        False)
+                        np.bool_(False))
         return
     mode1 = entries[e, E_MODE1]
     split = t1 - w1 if (mode1 == VARIABLE_PARTIAL and v1 >= t1 - w1) else 0

@@ -127,8 +127,8 @@ def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, 
     xsn = common[xblk + OP_SN]
     osm = common[C_OPS + OP_SM]
     osn = common[C_OPS + OP_SN]
-    xb = outer_offset(common, X_OP, oi) + r0 * xsm + r1 * xsn
-    ob = outer_offset(common, 0, oi) + r0 * osm + r1 * osn
+    xb = outer_offset(common, np.int64(X_OP), oi) + r0 * xsm + r1 * xsn
+    ob = outer_offset(common, np.int64(0), oi) + r0 * osm + r1 * osn
     nsteps = prog.shape[0]
     if osn == 1 and xsn == 1:
         first = 1 if _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1,
@@ -167,8 +167,8 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
     xsn = common[xblk + OP_SN]
     osm = common[C_OPS + OP_SM]
     osn = common[C_OPS + OP_SN]
-    xb0 = outer_offset(common, X_OP, oi)
-    ob0 = outer_offset(common, 0, oi)
+    xb0 = outer_offset(common, np.int64(X_OP), oi)
+    ob0 = outer_offset(common, np.int64(0), oi)
     eps = np.float64(pattrs[fctl[F_EPS]])
     is_sum = code == SUM or code == MEAN
     rows_per_block = max(1, CHUNK // n) if n <= CHUNK else 1
@@ -190,7 +190,7 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
             else:
                 for k in range(nr):
                     a, e = _reduce_block(code, x, xr + k * xsm, n, _sum_zero(x), load(x[0]),
-                                         True, lanes)
+                                         np.bool_(True), lanes)
                     if is_sum:
                         _store_sum(o, oi_out, of_out, ob0 + (r + k) * osm, a, code == MEAN, n)
                     else:
@@ -215,8 +215,8 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
                 scatter_tile(o, ob0 + r * osm, osm, osn, nr, n, ob, n)
             else:
                 for k in range(nr):
-                    a, e = _reduce_block(code, buf, k * n, n, _sum_zero(x), load(x[0]), True,
-                                         lanes)
+                    a, e = _reduce_block(code, buf, k * n, n, _sum_zero(x), load(x[0]),
+                                         np.bool_(True), lanes)
                     if is_sum:
                         _store_sum(o, oi_out, of_out, ob0 + (r + k) * osm, a, code == MEAN, n)
                     else:
@@ -229,18 +229,19 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
             for c0 in range(0, n, CHUNK):
                 w = min(CHUNK, n - c0)
                 boff = c0 if tail == T_ROWWISE else 0
-                gather_tile(x, xr + c0 * xsn, xsm, xsn, 1, w, buf[boff:], w)
+                gather_tile(x, xr + c0 * xsn, xsm, xsn, np.int64(1), w, buf[boff:], w)
                 apply_steps_range(prog, 0, split, pattrs, buf, boff, w, 1, w, r, c0, 0, sides,
                                   sgeo)
                 if tail != T_ROWWISE:
-                    racc, rext = _reduce_block(code, buf, 0, w, racc, rext, c0 == 0, lanes)
+                    racc, rext = _reduce_block(code, buf, np.int64(0), w, racc, rext, c0 == 0,
+                                               lanes)
             if tail == T_ROWWISE:
                 _row_op(code, buf[:n], ob[:n], eps, lanes)
                 for c0 in range(0, n, CHUNK):
                     w = min(CHUNK, n - c0)
                     apply_steps_range(prog, split, nsteps, pattrs, ob, c0, w, 1, w, r, c0, 0,
                                       sides, sgeo)
-                scatter_tile(o, ob0 + r * osm, osm, osn, 1, n, ob, n)
+                scatter_tile(o, ob0 + r * osm, osm, osn, np.int64(1), n, ob, n)
             elif is_sum:
                 _store_sum(o, oi_out, of_out, ob0 + r * osm, racc, code == MEAN, n)
             else:
@@ -255,7 +256,7 @@ def _reduce_all_tile(x, common, prog, pattrs, fctl, sides, sgeo, buf, lanes, oi,
     xblk = C_OPS + X_OP * OP_BLOCK
     xsm = common[xblk + OP_SM]
     xsn = common[xblk + OP_SN]
-    xb = outer_offset(common, X_OP, oi) + r0 * xsm + r1 * xsn
+    xb = outer_offset(common, np.int64(X_OP), oi) + r0 * xsm + r1 * xsn
     code = fctl[F_TCODE]
     gather_tile(x, xb, xsm, xsn, v0, v1, buf, t1)
     apply_steps_range(prog, 0, prog.shape[0], pattrs, buf, 0, t1, v0, v1, r0, r1, 0, sides,
@@ -354,7 +355,8 @@ def fused_driver(x, o, oi, of, common, entries, prog, pattrs, fctl, sides):
     else:
         block = max(1, min(MAX_BLOCK, total // (4 * N_CHUNKS)))
         for c in prange(N_CHUNKS):
-            _chunk(x, o, oi, of, common, entries, prog, pattrs, fctl, sides, chunk_start(c),
+            first = chunk_start(np.int64(c))
+            _chunk(x, o, oi, of, common, entries, prog, pattrs, fctl, sides, first,
                    np.int64(N_CHUNKS), block, total, psum, pext, pvalid)
     if reduce_all:
         _finish_all(o, oi, of, fctl, common[C_M] * common[C_N] * common[C_NOUTER], psum, pext,

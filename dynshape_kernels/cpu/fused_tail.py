@@ -26,27 +26,31 @@ def _row_op_impl(code, row, out, eps, lanes):
 
     def impl(code, row, out, eps, lanes):
         n = row.shape[0]
+        # int64 pass numbers and a run-time False: literal ones compile rowwise._run (and
+        # its call tree) once per value, apart from the row-wise driver's own signature
+        P0, P1, P2 = np.int64(0), np.int64(1), np.int64(2)
+        no = n < 0
         if code == SOFTMAX or code == LOG_SOFTMAX:
-            m = np.float64(_ext_run(row, True, lanes))
-            s = rowwise._run(code, 1, row, out, row, row, m, 0.0, 0.0, False, False)
+            m = np.float64(_ext_run(row, np.bool_(True), lanes))
+            s = rowwise._run(code, P1, row, out, row, row, m, 0.0, 0.0, no, no)
             if code == SOFTMAX:
-                rowwise._run(code, 2, row, out, row, row, m, 0.0, 1.0 / s, False, False)
+                rowwise._run(code, P2, row, out, row, row, m, 0.0, 1.0 / s, no, no)
             else:
-                rowwise._run(code, 2, row, out, row, row, m, np.log(s), 0.0, False, False)
+                rowwise._run(code, P2, row, out, row, row, m, np.log(s), 0.0, no, no)
             return
         if code == LAYER_NORM and row.itemsize == 4:
             s1, s2 = rowwise._sum_and_sq(row)
             c = s1 / n
             var = max(s2 / n - c * c, 0.0)
         else:
-            s1 = rowwise._run(code, 0, row, out, row, row, 0.0, 0.0, 0.0, False, False)
+            s1 = rowwise._run(code, P0, row, out, row, row, 0.0, 0.0, 0.0, no, no)
             if code == LAYER_NORM:
                 c = s1 / n
-                var = rowwise._run(code, 1, row, out, row, row, 0.0, c, 0.0, False, False) / n
+                var = rowwise._run(code, P1, row, out, row, row, 0.0, c, 0.0, no, no) / n
             else:
                 c = 0.0
                 var = s1 / n
-        rowwise._run(code, 2, row, out, row, row, 0.0, c, 1.0 / np.sqrt(var + eps), False, False)
+        rowwise._run(code, P2, row, out, row, row, 0.0, c, 1.0 / np.sqrt(var + eps), no, no)
     return impl
 
 

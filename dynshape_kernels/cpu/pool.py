@@ -120,8 +120,8 @@ def _pool_entry(x, o, common, entries, e, outer, buf, ev, od, obuf):
     osn = common[C_OPS + OP_SN]
     xsh = common[C_OPS + OP_BLOCK + OP_SM]
     xsw = common[C_OPS + OP_BLOCK + OP_SN]
-    ob = outer_offset(common, 0, outer) + r0 * osm + r1 * osn
-    xb = outer_offset(common, 1, outer)
+    ob = outer_offset(common, np.int64(0), outer) + r0 * osm + r1 * osn
+    xb = outer_offset(common, np.int64(1), outer)
     ih0 = entries[e, E_IH0]
     iw0 = entries[e, E_IW0]
     dkw = (kw - 1) * dw + 1
@@ -325,7 +325,7 @@ def pool_driver(x, o, common, entries):
                         obuf)
     else:
         for c in prange(N_CHUNKS):
-            first = chunk_start(c)
+            first = chunk_start(np.int64(c))
             if first >= total:
                 continue
             buf, ev, od, obuf = _scratch(o, blen)

@@ -291,8 +291,9 @@ def _arg_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, ismax):
         for r in range(v0):
             for j in range(v1):
                 p = xb + r * xsm + j * xsn
-                o[ob + r * osm + j * osn] = _arg_run(x[p:p + L], 0, ismax, load(x[p]),
-                                                     np.int64(0))[1]
+                # int64 base: a literal 0 would compile _arg_run once more
+                o[ob + r * osm + j * osn] = _arg_run(x[p:p + L], np.int64(0), ismax,
+                                                     load(x[p]), np.int64(0))[1]
         return
     for r in range(v0):
         for j in range(v1):
@@ -334,8 +335,9 @@ def _reduce_entry(x, o, oi, of, common, entries, e, outer):
     osn = common[C_OPS + OP_SN]
     xsm = common[C_OPS + OP_BLOCK + OP_SM]
     xsn = common[C_OPS + OP_BLOCK + OP_SN]
-    ob = outer_offset(common, 0, outer) + r0 * osm + r1 * osn
-    xb = outer_offset(common, 1, outer) + r0 * xsm + r1 * xsn
+    # int64 operand numbers: literal ones compile outer_offset once per value
+    ob = outer_offset(common, np.int64(0), outer) + r0 * osm + r1 * osn
+    xb = outer_offset(common, np.int64(1), outer) + r0 * xsm + r1 * xsn
     if code == SUM or code == MEAN:
         _sum_dispatch(x, o, oi, of, ob, osm, osn, xb, xsm, xsn, v0, v1, common, code == MEAN)
     elif code == MAX or code == MIN:
@@ -355,7 +357,7 @@ def reduce_driver(x, o, oi, of, common, entries):
             _reduce_entry(x, o, oi, of, common, entries, idx % n_entries, idx // n_entries)
     else:
         for c in prange(N_CHUNKS):
-            for idx in range(chunk_start(c), total, N_CHUNKS):
+            for idx in range(chunk_start(np.int64(c)), total, N_CHUNKS):
                 _reduce_entry(x, o, oi, of, common, entries, idx % n_entries,
                               idx // n_entries)
 

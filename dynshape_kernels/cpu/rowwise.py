@@ -127,7 +127,7 @@ def _row_moments(x, xo, common):
     s = 0.0
     q = 0.0
     for k in range(runs):
-        p = xo + red_offset(common, _RB, k, ndo, X)
+        p = xo + red_offset(common, _RB, k, ndo, np.int64(X))
         if sx == 1:
             a, b = _sum_and_sq(x[p:p + L])
         else:
@@ -206,10 +206,10 @@ def _row_pass(code, p, x, w, b, o, base, common, contig, m, c, a, hw, hb):
     sb = common[_RB + R_STR + B * MAX_RED + ndo]
     total = 0.0
     for k in range(runs):
-        px = base[X] + red_offset(common, _RB, k, ndo, X)
-        po = base[OUT] + red_offset(common, _RB, k, ndo, OUT)
-        pw = base[W] + red_offset(common, _RB, k, ndo, W) if hw else 0
-        pb = base[B] + red_offset(common, _RB, k, ndo, B) if hb else 0
+        px = base[X] + red_offset(common, _RB, k, ndo, np.int64(X))
+        po = base[OUT] + red_offset(common, _RB, k, ndo, np.int64(OUT))
+        pw = base[W] + red_offset(common, _RB, k, ndo, np.int64(W)) if hw else 0
+        pb = base[B] + red_offset(common, _RB, k, ndo, np.int64(B)) if hb else 0
         if contig:
             xv = x[px:px + L]
             total += _run(code, p, xv, o[po:po + L], w[pw:pw + L] if hw else xv,
@@ -228,7 +228,7 @@ def _row_max(x, xo, common, lanes):
     sx = common[_RB + R_STR + X * MAX_RED + ndo]
     m = load(x[xo])
     for k in range(runs):
-        p = xo + red_offset(common, _RB, k, ndo, X)
+        p = xo + red_offset(common, _RB, k, ndo, np.int64(X))
         if sx == 1:
             m = nan_max(m, _ext_run(x[p:p + L], True, lanes))
         else:
@@ -238,6 +238,8 @@ def _row_max(x, xo, common, lanes):
 
 @njit(cache=True)
 def _lanes_row(code, x, w, b, o, base, common, eps, hw, hb, lanes):
+    # int64 pass numbers: literal ones compile the pass (and its call tree) once per value
+    P0, P1, P2 = np.int64(0), np.int64(1), np.int64(2)
     count = common[_RB + R_COUNT]
     runs, L, ndo = red_runs(common, _RB)
     contig = (common[_RB + R_STR + X * MAX_RED + ndo] == 1
@@ -246,11 +248,11 @@ def _lanes_row(code, x, w, b, o, base, common, eps, hw, hb, lanes):
               and (not hb or common[_RB + R_STR + B * MAX_RED + ndo] == 1))
     if code == SOFTMAX or code == LOG_SOFTMAX:
         m = np.float64(_row_max(x, base[X], common, lanes))
-        s = _row_pass(code, 1, x, w, b, o, base, common, contig, m, 0.0, 0.0, hw, hb)
+        s = _row_pass(code, P1, x, w, b, o, base, common, contig, m, 0.0, 0.0, hw, hb)
         if code == SOFTMAX:
-            _row_pass(code, 2, x, w, b, o, base, common, contig, m, 0.0, 1.0 / s, hw, hb)
+            _row_pass(code, P2, x, w, b, o, base, common, contig, m, 0.0, 1.0 / s, hw, hb)
         else:
-            _row_pass(code, 2, x, w, b, o, base, common, contig, m, np.log(s), 0.0, hw, hb)
+            _row_pass(code, P2, x, w, b, o, base, common, contig, m, np.log(s), 0.0, hw, hb)
         return
     if code == LAYER_NORM and x.itemsize == 4:
         # float32 input: one pass for both moments; in float64 the cancellation of
@@ -258,17 +260,17 @@ def _lanes_row(code, x, w, b, o, base, common, eps, hw, hb, lanes):
         s1, s2 = _row_moments(x, base[X], common)
         c = s1 / count
         var = max(s2 / count - c * c, 0.0)
-        _row_pass(code, 2, x, w, b, o, base, common, contig, 0.0, c, 1.0 / np.sqrt(var + eps),
+        _row_pass(code, P2, x, w, b, o, base, common, contig, 0.0, c, 1.0 / np.sqrt(var + eps),
                   hw, hb)
         return
-    s1 = _row_pass(code, 0, x, w, b, o, base, common, contig, 0.0, 0.0, 0.0, hw, hb)
+    s1 = _row_pass(code, P0, x, w, b, o, base, common, contig, 0.0, 0.0, 0.0, hw, hb)
     if code == LAYER_NORM:
         c = s1 / count
-        var = _row_pass(code, 1, x, w, b, o, base, common, contig, 0.0, c, 0.0, hw, hb) / count
+        var = _row_pass(code, P1, x, w, b, o, base, common, contig, 0.0, c, 0.0, hw, hb) / count
     else:
         var = s1 / count
         c = 0.0
-    _row_pass(code, 2, x, w, b, o, base, common, contig, 0.0, c, 1.0 / np.sqrt(var + eps),
+    _row_pass(code, P2, x, w, b, o, base, common, contig, 0.0, c, 1.0 / np.sqrt(var + eps),
               hw, hb)
 
 
@@ -352,10 +354,10 @@ def _cols_pass(code, p, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, 
     sbias = common[_RB + R_STR + B * MAX_RED + ndo]
     one = cast_like(x, 1.0)
     for k in range(runs):
-        px = base[X] + red_offset(common, _RB, k, ndo, X)
-        po = base[OUT] + red_offset(common, _RB, k, ndo, OUT)
-        pw = base[W] + red_offset(common, _RB, k, ndo, W)
-        pb = base[B] + red_offset(common, _RB, k, ndo, B)
+        px = base[X] + red_offset(common, _RB, k, ndo, np.int64(X))
+        po = base[OUT] + red_offset(common, _RB, k, ndo, np.int64(OUT))
+        pw = base[W] + red_offset(common, _RB, k, ndo, np.int64(W))
+        pb = base[B] + red_offset(common, _RB, k, ndo, np.int64(B))
         for i in range(L):
             wk = load(w[pw + i * sw]) if hw else one
             bk = load(b[pb + i * sbias]) if hb else one - one
@@ -370,6 +372,8 @@ def _cols_pass(code, p, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, 
 
 @njit(cache=True)
 def _cols_rows(code, x, w, b, o, base, xsn, osn, v1, common, eps, hw, hb):
+    # int64 pass numbers: literal ones compile the pass (and its call tree) once per value
+    P0, P1, P2 = np.int64(0), np.int64(1), np.int64(2)
     count = common[_RB + R_COUNT]
     mx = compute_empty(x, v1)
     ca = compute_empty(x, v1)
@@ -379,24 +383,24 @@ def _cols_rows(code, x, w, b, o, base, xsn, osn, v1, common, eps, hw, hb):
     if code == SOFTMAX or code == LOG_SOFTMAX:
         for j in range(v1):
             mx[j] = load(x[base[X] + j * xsn])
-        _cols_pass(code, 0, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
-        _cols_pass(code, 1, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
+        _cols_pass(code, P0, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
+        _cols_pass(code, P1, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
         for j in range(v1):
             ca[j] = 1.0 / sa[j]
             cb[j] = np.log(sa[j])
-        _cols_pass(code, 2, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
+        _cols_pass(code, P2, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
         return
-    _cols_pass(code, 0, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
+    _cols_pass(code, P0, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
     if code == LAYER_NORM:
         for j in range(v1):
             sb[j] = sa[j] / count
             sa[j] = 0.0
-        _cols_pass(code, 1, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
+        _cols_pass(code, P1, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
     for j in range(v1):
         cb[j] = sb[j] if code == LAYER_NORM else 0.0
         mx[j] = sb[j] - cb[j] if code == LAYER_NORM else 0.0
         ca[j] = 1.0 / np.sqrt(sa[j] / count + eps)
-    _cols_pass(code, 2, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
+    _cols_pass(code, P2, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb)
 
 
 @njit(inline="always")
@@ -468,7 +472,7 @@ def rowwise_driver(x, w, b, o, common, entries, fattrs):
                            eps, hw, hb)
     else:
         for c in prange(N_CHUNKS):    # cyclic distribution, see reduce_runs.chunk_start
-            for idx in range(chunk_start(c), total, N_CHUNKS):
+            for idx in range(chunk_start(np.int64(c)), total, N_CHUNKS):
                 _rowwise_entry(x, w, b, o, common, entries, idx % n_entries,
                                idx // n_entries, eps, hw, hb)
 

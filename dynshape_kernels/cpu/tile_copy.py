@@ -3,6 +3,7 @@ tails and the fused drivers' tile buffers). Unit-stride rows copy through views,
 LLVM vectorizes (a slice assignment is 1.6x slower). Transposed tiles (unit stride along
 the tile's rows on one side, along its columns on the other) move 8x8 blocks through
 registers (:mod:`.block_transpose`), the rest of the tile item by item."""
+import numpy as np
 from numba import njit
 
 from .block_transpose import can_transpose8, transpose8
@@ -35,7 +36,7 @@ def gather_tile(x, xb, xsm, xsn, v0, v1, buf, pitch):
             for c in range(v1):
                 d[c] = sv[c]
     elif xsm == 1:
-        transpose_tile(x, xb, xsn, buf, 0, pitch, v0, v1)
+        transpose_tile(x, xb, xsn, buf, np.int64(0), pitch, v0, v1)
     elif abs(xsm) < abs(xsn):
         for c in range(v1):
             src = xb + c * xsn
@@ -58,7 +59,7 @@ def scatter_tile(o, ob, osm, osn, v0, v1, buf, pitch):
             for c in range(v1):
                 d[c] = sv[c]
     elif osm == 1:
-        transpose_tile(buf, 0, pitch, o, ob, osn, v1, v0)
+        transpose_tile(buf, np.int64(0), pitch, o, ob, osn, v1, v0)
     elif abs(osm) < abs(osn):
         for c in range(v1):
             dst = ob + c * osn
