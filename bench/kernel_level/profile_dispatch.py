@@ -121,10 +121,10 @@ def stage_fns(ctx):
     dynshape.run(op, x, out=o)
     rsig = replay.signature(op, (x,), o, {})
     entry = REPLAY._entries.get(rsig)
-    fns["replay: REPLAY.run (lookup, table check, overlap check, go, counters)"] = \
+    fns["replay: REPLAY.run (lookup, table check, overlap check, go)"] = \
         lambda: (REPLAY.run(rsig, (x,), o), None)[1]
     if entry is not None:
-        fns["  replay: go (flat views, driver lookup, driver call)"] = lambda: entry.go((x,), o)
+        fns["  replay: go (flat views, driver call)"] = lambda: entry.go((x,), o)
     fns["full path: ops.get(op)"] = lambda: ops.get(op)
     fns["full path: validate: spec.prepare() total"] = lambda: spec.prepare((x,), o, {})
     _try(fns, "  _check_dtype", lambda: (lambda: ew._check_dtype(op, x.dtype, spec.accepted)))
@@ -140,8 +140,6 @@ def stage_fns(ctx):
     fns["flat_view x2"] = lambda: (flat_view(launch.out), [flat_view(a) for a in launch.inputs])
     fns["driver lookup (drivers.get)"] = lambda: drivers.get(launch.family, launch.dtype)
     fns["driver call (compiled kernel work)"] = kernel_call(ctx)
-    fns["full path: counters['driver_calls'] += 1"] = \
-        lambda: config.counters.__setitem__("driver_calls", config.counters["driver_calls"] + 1)
     offs = [0] * (1 + len(launch.inputs))
     _try(fns, "memo miss: layout/plane (PLANE.geometry)", lambda: (lambda: PLANE.geometry(launch)))
     _try(fns, "memo miss: bucket key (PLANE.key)", lambda: (lambda: PLANE.key(launch, p, "cpu")))

@@ -1,4 +1,4 @@
-"""Process-wide runtime state: the table cache, its table directory, the policy and counters.
+"""Process-wide runtime state: the table cache, its table directory and the policy.
 
 policy: "background" (default; simplified table at once, optimized one built in a background
 thread and swapped in), "simplified" (never optimize), "optimized" (optimize synchronously).
@@ -13,7 +13,6 @@ import contextlib
 import contextvars
 import os
 import warnings
-from collections import Counter
 
 from dynshape.errors import ArgumentError, SettingError
 from dynshape.tables.cache import TableCache
@@ -38,7 +37,6 @@ def _store_from_env():
 
 cache = TableCache(store=_store_from_env())
 policy = "background"
-counters = Counter()
 
 _policy_override = contextvars.ContextVar("dynshape_policy", default=None)
 

@@ -158,7 +158,7 @@ class ConvExecutor(Executor):
                 or launch.extra["residual"] is not None or "steps" in launch.extra
                 or x.size == 0 or w.size == 0 or (b is not None and b.size == 0)):
             return None
-        target, dt = get_target(launch.target), launch.dtype
+        call = get_target(launch.target).replay_driver(FAMILY, launch.dtype)
         entries, fattrs, nth = table.entries, launch.fattrs, config.num_threads()
         prog, pattrs, sides, cgeo = _no_steps(kernel_view_dtype(launch.out.dtype))
         dummy = np.zeros(1, kernel_view_dtype(launch.out.dtype))
@@ -167,9 +167,8 @@ class ConvExecutor(Executor):
             if _forced_slot.get() is not None or config.num_threads() != nth:
                 return False
             bbuf = flat_view(arrays[2])[0] if len(arrays) == 3 else dummy
-            target.driver(FAMILY, dt)(flat_view(arrays[0])[0], flat_view(arrays[1])[0], bbuf,
-                                      dummy, flat_view(out)[0], common, entries, fattrs, prog,
-                                      pattrs, sides, cgeo)
+            call(flat_view(arrays[0])[0], flat_view(arrays[1])[0], bbuf, dummy,
+                 flat_view(out)[0], common, entries, fattrs, prog, pattrs, sides, cgeo)
         return go
 
 

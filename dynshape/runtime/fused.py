@@ -166,15 +166,15 @@ class FusedExecutor(Executor):
         dt = launch.inputs[0].dtype
         if dt.kind == "i" and prog.tail in (kfused.T_REDUCE_ROWS, kfused.T_REDUCE_ALL):
             return None
-        target, name, entries = get_target(launch.target), launch.dtype, table.entries
+        call = get_target(launch.target).replay_driver("fused", launch.dtype)
+        entries = table.entries
         pad = (dummy(dt),) * (MAX_SIDES - len(idx) + 1)
         spare_i, spare_f = spare(np.dtype(np.int64)), spare(np.dtype(np.float64))
 
         def go(arrays, out):
             xs = [readonly_flat(arrays[j]) for j in idx]
-            target.driver("fused", name)(xs[0], flat_view(out)[0], spare_i, spare_f, common,
-                                         entries, prog.prog, prog.pattrs, fctl,
-                                         tuple(xs[1:]) + pad)
+            call(xs[0], flat_view(out)[0], spare_i, spare_f, common, entries, prog.prog,
+                 prog.pattrs, fctl, tuple(xs[1:]) + pad)
         return go
 
 

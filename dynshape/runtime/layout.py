@@ -132,6 +132,20 @@ def flat_view(a):
     return buf, -lo
 
 
+def _flat_buffer(a):
+    return flat_view(a)[0]
+
+
+def flattener(a):
+    """A function giving ``flat_view(b)[0]`` for any array ``b`` of ``a``'s dtype, shape and
+    strides, chosen once for that layout (a replay's arrays all have it): for a C-contiguous
+    array of a dtype kernels see as itself, ``ravel`` (a view: no flags or dtype checks on
+    each call)."""
+    if a.flags.c_contiguous and kernel_dtype(a.dtype) is None:
+        return np.ndarray.ravel
+    return _flat_buffer
+
+
 def readonly_flat(a):
     """The flat buffer of ``flat_view`` as a read-only view (``a`` itself is unchanged)."""
     v = flat_view(a)[0]

@@ -24,7 +24,7 @@ from dynshape.planning.matmul import combine
 from dynshape.runtime import config
 from dynshape.runtime.executor import Executor, register_executor, via_temporary_out
 from dynshape.runtime.targets import get_target
-from dynshape.runtime.layout import (broadcast_strides, element_strides, flat_view,
+from dynshape.runtime.layout import (broadcast_strides, element_strides, flat_view, flattener,
                                      kernel_view_dtype, same_view)
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
@@ -129,15 +129,16 @@ class MatmulExecutor(Executor):
                 or b.size == 0 or ex["cin"] is not None or "steps" in ex):
             return None
         args = list(_args(launch, table))
-        target, dt, nth = get_target(launch.target), launch.dtype, args[-1]
+        call, nth = get_target(launch.target).replay_driver("matmul", launch.dtype), args[-1]
+        fa, fb, fo = flattener(a), flattener(b), flattener(launch.out)
 
         def go(arrays, out):
             if config.num_threads() != nth:
                 return False
-            args[5] = flat_view(arrays[0])[0]
-            args[8] = flat_view(arrays[1])[0]
-            args[11] = flat_view(out)[0]
-            target.driver("matmul", dt)(*args)
+            args[5] = fa(arrays[0])
+            args[8] = fb(arrays[1])
+            args[11] = fo(out)
+            call(*args)
         return go
 
 

@@ -14,7 +14,7 @@ from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.replay import same_operands
 from dynshape.runtime.targets import get_target
 from dynshape.runtime.layout import (Plane, broadcast_strides, check_outer, element_strides,
-                                     flat_view, plane)
+                                     flat_view, flattener, plane)
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
 from dynshape.tables.param_table import ParamTable
@@ -103,29 +103,31 @@ class PlaneExecutor(Executor):
         driver(*args)
 
     def replay(self, launch, arrays, table, common):
-        target, fam, dt = get_target(launch.target), launch.family, launch.dtype
+        fam, dt = launch.family, launch.dtype
         entries, fattrs = table.entries, launch.fattrs
         if launch.extra.get("reinterpreted") and len(arrays) == 1:
             # copy/transpose: the same memory as unsigned items; a transposed view spans the
             # same memory from the same first element, so the bound offsets hold
             u = np.dtype(dt)
+            call = get_target(launch.target).replay_driver(fam, dt)
 
             def go(arrays, out):
-                target.driver(fam, dt)(flat_view(arrays[0])[0].view(u), flat_view(out)[0].view(u),
-                                       common, entries, fattrs)
+                call(flat_view(arrays[0])[0].view(u), flat_view(out)[0].view(u), common,
+                     entries, fattrs)
             return go
-        if not same_operands(launch, arrays):
+        if (not same_operands(launch, arrays) or len(arrays) > 2
+                or (len(arrays) == 2 and fattrs is not None)):
             return None
+        call = get_target(launch.target).replay_driver(fam, dt)
+        fo, fx = flattener(launch.out), flattener(arrays[0])
         if len(arrays) == 1:
             def go(arrays, out):
-                target.driver(fam, dt)(flat_view(arrays[0])[0], flat_view(out)[0], common,
-                                       entries, fattrs)
-        elif fattrs is None:
-            def go(arrays, out):
-                target.driver(fam, dt)(flat_view(arrays[0])[0], flat_view(arrays[1])[0],
-                                       flat_view(out)[0], common, entries)
+                call(fx(arrays[0]), fo(out), common, entries, fattrs)
         else:
-            return None
+            fy = flattener(arrays[1])
+
+            def go(arrays, out):
+                call(fx(arrays[0]), fy(arrays[1]), fo(out), common, entries)
         return go
 
 

@@ -23,7 +23,8 @@ from dynshape.planning.pool import PoolTiling
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.replay import same_operands
 from dynshape.runtime.targets import get_target
-from dynshape.runtime.layout import Plane, check_outer, coalesce, element_strides, flat_view
+from dynshape.runtime.layout import (Plane, check_outer, coalesce, element_strides, flat_view,
+                                     flattener)
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
 from dynshape.tables.pool_table import PoolTable
@@ -110,11 +111,12 @@ class PoolExecutor(Executor):
     def replay(self, launch, arrays, table, common):
         if not same_operands(launch, arrays):
             return None
-        target, dt = get_target(launch.target), launch.dtype
+        call = get_target(launch.target).replay_driver(FAMILY, launch.dtype)
         entries = table.entries
+        fx, fo = flattener(arrays[0]), flattener(launch.out)
 
         def go(arrays, out):
-            target.driver(FAMILY, dt)(flat_view(arrays[0])[0], flat_view(out)[0], common, entries)
+            call(fx(arrays[0]), fo(out), common, entries)
         return go
 
 

@@ -21,7 +21,10 @@ What keeps a replay right:
   replay (the next call takes the full path and records a new one).
 * ``out`` given: a partial overlap with an input takes the full path (which copies the
   input first, as NumPy does); exact identity with an input is part of the signature.
-* Drivers are looked up through the target on every call, as the full path does.
+* A replay fetches its driver once and enters its compiled entry point, skipping the
+  dispatcher's type matching (the signature fixes every argument's type); when a tool or
+  test wraps the target's ``drivers.get``, replays look the driver up through it on every
+  call, as the full path does (``Target.replay_driver``).
 
 Bounded: emptied when full, and on ``clear_cache``.
 """
@@ -34,25 +37,36 @@ from dynshape.runtime.layout import element_strides
 
 MAX_ENTRIES = 4096
 _ND = np.ndarray
+_policy = config._policy_override          # "warmup" inside a warming scope: no replay
+# NumPy's C function behind the array-function dispatch of ``may_share_memory`` (the same
+# answer, half the cost: it runs on every replay with ``out``)
+_may_share = getattr(np.may_share_memory, "_implementation", np.may_share_memory)
 
 
 def signature(op, arrays, out, attrs):
     """The call signature of ``run(op, *arrays, out=out, **attrs)``, or None when the call
-    cannot be replayed (an operand that is not a NumPy array, a read-only ``out``). Each array's entry records whether it is ``out`` itself."""
+    cannot be replayed (an operand that is not a NumPy array, a read-only ``out``).
+
+    One flat tuple: the op, the number of arrays, ``out``'s layout (or None), then per array
+    its dtype, shape, strides and whether it is ``out`` itself, then per attribute its name,
+    type and value (an array attribute: its identity and layout, marked "array")."""
     if out is not None:
         if type(out) is not _ND or not out.flags.writeable:
             return None
-        parts = [op, out.dtype, out.shape, out.strides]
+        parts = [op, len(arrays), out.dtype, out.shape, out.strides]
     else:
-        parts = [op, None]
+        parts = [op, len(arrays), None]
     for a in arrays:
         if type(a) is not _ND:
             return None
-        parts.append((a.dtype, a.shape, a.strides, a is out))
+        parts += (a.dtype, a.shape, a.strides, a is out)
     if attrs:
-        parts.append(tuple([(k, type(v), v) if type(v) is not _ND else
-                            (k, "array", id(v), v.dtype, v.shape, v.strides)
-                            for k, v in attrs.items()]))
+        for k, v in attrs.items():
+            t = type(v)
+            if t is _ND:
+                parts += (k, "array", id(v), v.dtype, v.shape, v.strides)
+            else:
+                parts += (k, t, v)
     return tuple(parts)          # may be unhashable (an attribute): then never recorded
 
 
@@ -86,7 +100,7 @@ class ReplayMemo:
             r = self._entries.get(sig)
         except TypeError:                # an unhashable attribute value
             return None
-        if r is None or config.warming():
+        if r is None or _policy.get() == "warmup":
             return None
         cache = self.cache
         tables = cache._tables
@@ -96,7 +110,7 @@ class ReplayMemo:
             out = np.empty(r.shape, r.dtype)
         else:
             for a in arrays:
-                if a is not out and np.may_share_memory(out, a):
+                if a is not out and _may_share(out, a):
                     return None
         if r.go(arrays, out) is False:
             return None
@@ -106,9 +120,8 @@ class ReplayMemo:
             pass
         cache.hits += 1
         cache._local.table = r.table
-        config.counters["driver_calls"] += 1
         self.replays += 1
-        return r.finalize(out) if r.finalize is not None else out
+        return out if r.finalize is None else r.finalize(out)
 
     def record(self, sig, executor, launch, arrays, out, attrs=None):
         """After a full call: keep its replay if the executor can make one. An array given

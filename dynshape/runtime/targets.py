@@ -29,8 +29,38 @@ class Target:
         tools and tests can wrap the drivers' ``get``)."""
         return self.drivers.get(family, dtype)
 
+    def replay_driver(self, family, dtype):
+        """``call(*args)`` for replays: the driver of ``(family, dtype)`` fetched once and
+        entered through its compiled entry point (no per-call type matching: a replay's
+        arguments always have the types the driver was compiled for), as long as the
+        target's ``drivers.get`` is the one it was fetched through; once a tool or test
+        wraps ``get``, every call looks the driver up through it again."""
+        drivers = self.drivers
+        get = drivers.get
+        entry = compiled_entry(get(family, dtype))
+
+        def call(*args):
+            if drivers.get == get:
+                return entry(*args)
+            return drivers.get(family, dtype)(*args)
+        return call
+
     def __repr__(self):
         return f"<Target {self.name}: {self.description}>"
+
+
+def compiled_entry(disp):
+    """The compiled entry point of a Numba dispatcher that holds exactly one signature (a
+    driver: compiled for one signature, compiling disabled), else ``disp`` itself. Calling
+    it skips the dispatcher's type matching, so it takes only arguments of the compiled
+    types (read-only and alignment flags aside: the same data model); anything that is
+    not such a dispatcher is called as it is."""
+    overloads = getattr(disp, "overloads", None)
+    if isinstance(overloads, dict) and len(overloads) == 1:
+        entry = getattr(next(iter(overloads.values())), "entry_point", None)
+        if callable(entry):
+            return entry
+    return disp
 
 
 _TARGETS = {}

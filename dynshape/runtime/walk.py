@@ -21,7 +21,8 @@ from dynshape.planning.walk import WalkTiling
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.replay import same_operands
 from dynshape.runtime.targets import get_target
-from dynshape.runtime.layout import check_outer, coalesce, element_strides, flat_view, plane
+from dynshape.runtime.layout import (check_outer, coalesce, element_strides, flat_view,
+                                     flattener, plane)
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
 from dynshape.tables.param_table import ParamTable
@@ -191,15 +192,19 @@ class ReduceExecutor(WalkExecutor):
     def replay(self, launch, arrays, table, common):
         if not same_operands(launch, arrays) or arrays[0].size == 0:
             return None
-        target, dt = get_target(launch.target), launch.dtype
+        call = get_target(launch.target).replay_driver("reduce", launch.dtype)
         entries, slot = table.entries, launch.extra["outkind"]
-        bufs = list(launch.extra["placeholders"])
-
-        def go(arrays, out):
-            b = bufs.copy()
-            b[slot] = flat_view(out)[0]
-            target.driver("reduce", dt)(flat_view(arrays[0])[0], b[0], b[1], b[2], common,
-                                        entries)
+        b0, b1, b2 = launch.extra["placeholders"]
+        fx, fo = flattener(arrays[0]), flattener(launch.out)
+        if slot == 0:
+            def go(arrays, out):
+                call(fx(arrays[0]), fo(out), b1, b2, common, entries)
+        elif slot == 1:
+            def go(arrays, out):
+                call(fx(arrays[0]), b0, fo(out), b2, common, entries)
+        else:
+            def go(arrays, out):
+                call(fx(arrays[0]), b0, b1, fo(out), common, entries)
         return go
 
 
@@ -277,15 +282,15 @@ class RowwiseExecutor(WalkExecutor):
                     u.dtype != p.dtype or not np.may_share_memory(u, p):
                 return None
             params.append(k)
-        target, dt = get_target(launch.target), launch.dtype
+        call = get_target(launch.target).replay_driver("rowwise", launch.dtype)
         entries, fattrs = table.entries, launch.fattrs
         w0, b0 = params
+        fx, fo = flattener(arrays[0]), flattener(launch.out)
 
         def go(arrays, out):
-            w = flat_view(arrays[w0])[0] if isinstance(w0, int) else w0
-            b = flat_view(arrays[b0])[0] if isinstance(b0, int) else b0
-            target.driver("rowwise", dt)(flat_view(arrays[0])[0], w, b, flat_view(out)[0],
-                                         common, entries, fattrs)
+            w = flat_view(arrays[w0])[0] if w0.__class__ is int else w0
+            b = flat_view(arrays[b0])[0] if b0.__class__ is int else b0
+            call(fx(arrays[0]), w, b, fo(out), common, entries, fattrs)
         return go
 
 

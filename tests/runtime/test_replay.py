@@ -10,9 +10,12 @@ from hypothesis import strategies as st
 
 import dynshape
 from dynshape import testing
-from dynshape.runtime import config
+from dynshape.runtime import config, replay
 from dynshape.runtime.conv import forcing_slot
+from dynshape.runtime.layout import flat_view, flattener
 from dynshape.runtime.replay import REPLAY
+from dynshape.runtime.targets import compiled_entry
+from dynshape_kernels import drivers
 
 rng = np.random.default_rng(7)
 
@@ -68,7 +71,11 @@ _FUSED = dynshape.fuse([("add", "b"), "relu", ("mul", 0.5), "exp"])
 
 @pytest.mark.parametrize("family", sorted(CASES))
 @pytest.mark.parametrize("given_out", [False, True])
-def test_repeated_calls_are_replayed_and_right(family, given_out, driver_calls):
+@pytest.mark.parametrize("wrapped", [False, True], ids=["entry point", "wrapped get"])
+def test_repeated_calls_are_replayed_and_right(family, given_out, wrapped, request):
+    """Replays enter the driver's compiled entry point; once ``drivers.get`` is wrapped (a
+    tool counting calls), each replay goes through it instead. Both give NumPy's answer."""
+    driver_calls = request.getfixturevalue("driver_calls") if wrapped else []
     call, ref, make = CASES[family]
     first = make()
     out = np.empty_like(call(*first)) if given_out else None
@@ -81,7 +88,50 @@ def test_repeated_calls_are_replayed_and_right(family, given_out, driver_calls):
         if given_out:
             assert res is out
     assert REPLAY.replays - before == 3, "every repeated call is a replay"
-    assert len(driver_calls) - calls == 3, "a replay is one driver call"
+    assert len(driver_calls) - calls == (3 if wrapped else 0), "a replay is one driver call"
+
+
+def test_drivers_have_one_compiled_entry_point():
+    """What replays call: the single compiled signature's entry point of a driver; anything
+    else (a wrapper, a dispatcher with several signatures) is called as it is."""
+    disp = drivers.get("unary", "float32")
+    entry = compiled_entry(disp)
+    assert entry is not disp and entry is next(iter(disp.overloads.values())).entry_point
+
+    def wrapper(*args):
+        return disp(*args)
+    assert compiled_entry(wrapper) is wrapper
+
+    @numba.njit
+    def twice(a):
+        return a + 1
+    twice(1)
+    twice(1.0)
+    assert compiled_entry(twice) is twice
+
+
+def test_signature_separates_what_a_replay_depends_on():
+    x, y = f32(4, 5), f32(4, 5)
+    sig = replay.signature
+    base = sig("add", (x, y), None, {})
+    assert base == sig("add", (f32(4, 5), f32(4, 5)), None, {})       # data is not in it
+    others = [sig("add", (x, y.T.copy().T), None, {}),                # strides
+              sig("add", (x, f32(5, 4)), None, {}),                   # shape
+              sig("add", (x, y.astype(np.float64)), None, {}),        # dtype
+              sig("add", (x, y), y, {}),                              # out given, is y
+              sig("add", (x, y), f32(4, 5), {}),                      # out given
+              sig("add", (x,), None, {"y": 1}),                       # fewer arrays
+              sig("sub", (x, y), None, {})]                           # op
+    assert len({base, *others}) == len(others) + 1
+    # 1, 1.0 and True hash alike and compare equal: the value's type tells them apart
+    ones = {sig("sum", (x,), None, {"axis": v}) for v in (1, 1.0, True)}
+    assert len(ones) == 3
+    w = f32(5)
+    assert sig("m", (x,), None, {"bias": w}) != sig("m", (x,), None, {"bias": w.copy()})
+    assert sig("relu", (x,), np.zeros((4, 5), np.float32)[::-1][::-1], {}) is not None
+    ro = np.zeros((4, 5), np.float32)
+    ro.flags.writeable = False
+    assert sig("relu", (x,), ro, {}) is None and sig("relu", ([1.0],), None, {}) is None
 
 
 def test_replays_compile_nothing():
@@ -215,6 +265,30 @@ def test_views_replayed_against_numpy(shape, data):
     for _ in range(2):
         x = data.draw(testing.views(shape, dtype="float32"))
         np.testing.assert_allclose(dynshape.run("tanh", x), np.tanh(x), rtol=2e-6, atol=1e-6)
+
+
+def _same_layout(v, rng):
+    """A new array with ``v``'s dtype, shape and strides over a buffer of new data."""
+    buf, off = flat_view(v)
+    raw = rng.integers(0, 255, buf.nbytes, dtype=np.uint8)
+    return np.ndarray(v.shape, v.dtype, buffer=raw, offset=off * v.itemsize,
+                      strides=v.strides)
+
+
+@settings(max_examples=60, deadline=None)
+@given(testing.shapes(max_rank=4, max_side=9).filter(lambda s: 0 not in s),
+       st.sampled_from(["float32", "float64", "int8", "float16", "bfloat16"]), st.data())
+def test_flattener_is_flat_view_for_every_array_of_the_layout(shape, dtype, data):
+    """A replay flattens its arrays with the function chosen for the recorded layout: for
+    any other array of that layout it gives flat_view's buffer (same memory, same items)."""
+    v = data.draw(testing.views(shape, dtype=dtype))
+    flat = flattener(v)
+    w = _same_layout(v, np.random.default_rng(data.draw(st.integers(0, 99))))
+    got, (want, off) = flat(w), flat_view(w)
+    assert got.ndim == 1 and got.shape == want.shape and got.dtype == want.dtype
+    assert got.__array_interface__["data"][0] == want.__array_interface__["data"][0]
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    assert got[off:off + 1].view(w.dtype)[0].tobytes() == w[(0,) * w.ndim].tobytes()
 
 
 def test_layer_norm_weights_are_read_from_each_call():
