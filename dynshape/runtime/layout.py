@@ -132,18 +132,36 @@ def flat_view(a):
     return buf, -lo
 
 
-def _flat_buffer(a):
+def flat_buffer(a):
+    """``flat_view(a)[0]``."""
     return flat_view(a)[0]
 
 
 def flattener(a):
     """A function giving ``flat_view(b)[0]`` for any array ``b`` of ``a``'s dtype, shape and
-    strides, chosen once for that layout (a replay's arrays all have it): for a C-contiguous
-    array of a dtype kernels see as itself, ``ravel`` (a view: no flags or dtype checks on
-    each call)."""
-    if a.flags.c_contiguous and kernel_dtype(a.dtype) is None:
+    strides, chosen once for that layout (a replay's arrays all have it), without the span
+    arithmetic and ``as_strided`` of ``flat_view`` where the layout allows:
+
+    * C-contiguous: ``ravel`` (a view);
+    * a permutation of a C-contiguous array, some axes possibly reversed (a transpose, a
+      ``[::-1]``): reversing those axes and permuting back gives a C-contiguous view of the
+      same memory from its lowest address, whose ``ravel`` is the buffer;
+    * anything else (gaps between items, zero strides, half-precision carriers):
+      ``flat_view``."""
+    if kernel_dtype(a.dtype) is not None:
+        return flat_buffer
+    if a.flags.c_contiguous:
         return np.ndarray.ravel
-    return _flat_buffer
+    st = a.strides
+    perm = tuple(sorted(range(a.ndim), key=lambda i: -abs(st[i])))
+    if any(s < 0 for s in st):
+        flip = tuple(slice(None, None, -1) if s < 0 else slice(None) for s in st)
+        if not a[flip].transpose(perm).flags.c_contiguous:
+            return flat_buffer
+        return lambda b: b[flip].transpose(perm).ravel()
+    if not a.transpose(perm).flags.c_contiguous:
+        return flat_buffer
+    return lambda b: b.transpose(perm).ravel()
 
 
 def readonly_flat(a):

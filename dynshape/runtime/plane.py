@@ -110,10 +110,10 @@ class PlaneExecutor(Executor):
             # same memory from the same first element, so the bound offsets hold
             u = np.dtype(dt)
             call = get_target(launch.target).replay_driver(fam, dt)
+            fx, fo = flattener(arrays[0]), flattener(launch.result)
 
             def go(arrays, out):
-                call(flat_view(arrays[0])[0].view(u), flat_view(out)[0].view(u), common,
-                     entries, fattrs)
+                call(fx(arrays[0]).view(u), fo(out).view(u), common, entries, fattrs)
             return go
         if (not same_operands(launch, arrays) or len(arrays) > 2
                 or (len(arrays) == 2 and fattrs is not None)):

@@ -12,7 +12,7 @@ import dynshape
 from dynshape import testing
 from dynshape.runtime import config, replay
 from dynshape.runtime.conv import forcing_slot
-from dynshape.runtime.layout import flat_view, flattener
+from dynshape.runtime.layout import flat_buffer, flat_view, flattener
 from dynshape.runtime.replay import REPLAY
 from dynshape.runtime.targets import compiled_entry
 from dynshape_kernels import drivers
@@ -275,15 +275,36 @@ def _same_layout(v, rng):
                       strides=v.strides)
 
 
-@settings(max_examples=60, deadline=None)
-@given(testing.shapes(max_rank=4, max_side=9).filter(lambda s: 0 not in s),
-       st.sampled_from(["float32", "float64", "int8", "float16", "bfloat16"]), st.data())
-def test_flattener_is_flat_view_for_every_array_of_the_layout(shape, dtype, data):
+@st.composite
+def _layouts(draw):
+    """Views made from a C-contiguous array by steps along axes (gaps), reversed axes and a
+    permutation, or drawn by testing.views; with whether they have no gaps."""
+    if draw(st.booleans()):
+        shape = draw(testing.shapes(max_rank=4, max_side=9).filter(lambda s: 0 not in s))
+        dtype = draw(st.sampled_from(["float32", "float64", "int8", "float16", "bfloat16"]))
+        return draw(testing.views(shape, dtype=dtype)), False
+    shape = draw(st.lists(st.integers(1, 6), min_size=1, max_size=4))
+    dtype = draw(st.sampled_from(["float32", "float64", "int8"]))
+    steps = [draw(st.sampled_from([1, 1, 1, 2])) for _ in shape]
+    full = np.arange(int(np.prod([n * s for n, s in zip(shape, steps)]))).astype(dtype)
+    v = full.reshape([n * s for n, s in zip(shape, steps)])[tuple(slice(None, None, s)
+                                                                for s in steps)]
+    v = v[tuple(slice(None, None, -1) if draw(st.booleans()) else slice(None) for _ in shape)]
+    v = v.transpose(draw(st.permutations(range(len(shape)))))
+    return v, all(s == 1 for s in steps)
+
+
+@settings(max_examples=120, deadline=None)
+@given(_layouts(), st.integers(0, 99))
+def test_flattener_is_flat_view_for_every_array_of_the_layout(layout, seed):
     """A replay flattens its arrays with the function chosen for the recorded layout: for
-    any other array of that layout it gives flat_view's buffer (same memory, same items)."""
-    v = data.draw(testing.views(shape, dtype=dtype))
+    any other array of that layout it gives flat_view's buffer (same memory, same items),
+    without flat_view's general path for transposed and reversed contiguous arrays."""
+    v, no_gaps = layout
     flat = flattener(v)
-    w = _same_layout(v, np.random.default_rng(data.draw(st.integers(0, 99))))
+    if no_gaps:
+        assert flat is not flat_buffer, "a permuted or reversed contiguous array: a view"
+    w = _same_layout(v, np.random.default_rng(seed))
     got, (want, off) = flat(w), flat_view(w)
     assert got.ndim == 1 and got.shape == want.shape and got.dtype == want.dtype
     assert got.__array_interface__["data"][0] == want.__array_interface__["data"][0]
