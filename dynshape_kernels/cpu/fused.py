@@ -43,7 +43,7 @@ from numba import njit, prange, types
 from ..abi.common_area import (C_M, C_N, C_NOUTER, C_OPS, E_ANCH0, E_ANCH1, E_OFF0, E_OFF1,
                            OP_BLOCK, OP_SM, OP_SN)
 from .elementwise import SERIAL_ELEMENTS, outer_offset, resolve
-from .switches import map_contig, zip_contig, zip_scalar_a, zip_scalar_b
+from .switches import map_contig, zip_contig, zip_rows, zip_scalar_a, zip_scalar_b
 from .tile_copy import gather_tile, scatter_tile
 from ..abi.vocabulary import MAX, MEAN, SUM
 from .fused_tail import _partials, _reduce_block, _row_op, _store_sum, _sum_zero
@@ -81,18 +81,23 @@ def _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1, 
         return False
     kind = prog[0, P_KIND]
     code = prog[0, P_CODE]
+    # rows of x and of the output that follow each other (a tile of whole rows): one run,
+    # one switch call (see steps._apply_steps_range)
+    joined = xsm == v1 and osm == v1
+    runs = np.int64(1) if joined else v0
+    n = v0 * v1 if joined else v1
     if kind == K_UNARY or kind == K_CONST_R or kind == K_CONST_L:
         a0 = pattrs[prog[0, P_ATTR]]
         a1 = pattrs[prog[0, P_ATTR] + 1] if kind == K_UNARY else a0
-        for i in range(v0):
-            xv = x[xb + i * xsm:xb + i * xsm + v1]
-            ov = o[ob + i * osm:ob + i * osm + v1]
+        for i in range(runs):
+            xv = x[xb + i * xsm:xb + i * xsm + n]
+            ov = o[ob + i * osm:ob + i * osm + n]
             if kind == K_UNARY:
-                map_contig(code, xv, ov, v1, a0, a1)
+                map_contig(code, xv, ov, n, a0, a1)
             elif kind == K_CONST_R:
-                zip_scalar_b(code, xv, store(o, a0), ov, v1)
+                zip_scalar_b(code, xv, store(o, a0), ov, n)
             else:
-                zip_scalar_a(code, store(o, a0), xv, ov, v1)
+                zip_scalar_a(code, store(o, a0), xv, ov, n)
         return True
     si = prog[0, P_SIDE]
     rs = sgeo[si, G_ROW]
@@ -101,19 +106,26 @@ def _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1, 
         return False
     side = sides[si]
     sb0 = sgeo[si, G_OFF] + r0 * rs + r1 * cs
-    for i in range(v0):
-        xv = x[xb + i * xsm:xb + i * xsm + v1]
-        ov = o[ob + i * osm:ob + i * osm + v1]
-        sb = sb0 + i * rs
-        if cs == 1:
-            if kind == K_SIDE_R:
-                zip_contig(code, xv, side[sb:sb + v1], ov, v1)
-            else:
-                zip_contig(code, side[sb:sb + v1], xv, ov, v1)
-        elif kind == K_SIDE_R:
-            zip_scalar_b(code, xv, side[sb], ov, v1)
+    if joined and cs == 1 and rs == v1:
+        xv = x[xb:xb + n]
+        ov = o[ob:ob + n]
+        if kind == K_SIDE_R:
+            zip_contig(code, xv, side[sb0:sb0 + n], ov, n)
         else:
-            zip_scalar_a(code, side[sb], xv, ov, v1)
+            zip_contig(code, side[sb0:sb0 + n], xv, ov, n)
+    elif cs == 1:                       # one call for the tile's rows
+        if kind == K_SIDE_R:
+            zip_rows(code, x, xb, xsm, side, sb0, rs, o, ob, osm, v0, v1)
+        else:
+            zip_rows(code, side, sb0, rs, x, xb, xsm, o, ob, osm, v0, v1)
+    else:
+        for i in range(v0):
+            xv = x[xb + i * xsm:xb + i * xsm + v1]
+            ov = o[ob + i * osm:ob + i * osm + v1]
+            if kind == K_SIDE_R:
+                zip_scalar_b(code, xv, side[sb0 + i * rs], ov, v1)
+            else:
+                zip_scalar_a(code, side[sb0 + i * rs], xv, ov, v1)
     return True
 
 

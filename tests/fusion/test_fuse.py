@@ -217,6 +217,37 @@ def test_large_rows_and_long_rows_match():
         assert_matches(f(x, w=w), reference(steps, x, {"w": w}), "float32", scale)
 
 
+@pytest.mark.parametrize("shape", [(37, 1000), (300, 33), (3, 9000)])
+@pytest.mark.parametrize("steps", [
+    [("sub", "a", "_"), ("add", "b"), ("sub", "_", "c"), ("div", 3.0, "_"), "tanh",
+     ("sub", "_", 0.5)],
+    [("sub", "_", "a"), ("mul", "b"), ("sub", "c", "_")],
+    ["neg", ("sub", 2.0, "_"), ("add", "b")],
+    [("sub", 2.0, "_"), ("add", "b"), ("div", "_", 4.0)],
+    [("sub", "b", "_"), ("mul", "a"), ("sub", "b", "_")],
+    [("sub", "_", "b"), ("sub", "a", "_"), ("div", "_", "b")],
+])
+@pytest.mark.parametrize("rows", ["contiguous", "strided"])
+def test_tiles_of_whole_rows_run_each_step_once_per_tile(shape, steps, rows):
+    """A (rows, columns) plane that a row-broadcast side keeps from coalescing: tiles of
+    whole rows. Rows that follow each other run each unary, constant and full-size side step
+    (first or later, operand on either side) over the tile as one run; rows apart (x a
+    column slice of a wider array) and row-broadcast sides run each step in one call over
+    the tile's rows."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(np.float32)
+    if rows == "strided":
+        x = np.concatenate([x, x[:, :5]], axis=1)[:, :shape[1]]
+    sides = {"a": rng.standard_normal(shape).astype(np.float32),
+             "b": rng.standard_normal(shape[1]).astype(np.float32),
+             "c": rng.standard_normal(shape).astype(np.float32) + 3}
+    f = dynshape.fuse(steps)
+    out = np.empty_like(x)
+    got = f(x, out=out, **used(f, sides))
+    assert got is out
+    assert_matches(got, reference(steps, x, sides), "float32")
+
+
 def test_in_place_and_aliased_side():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((64, 300))
