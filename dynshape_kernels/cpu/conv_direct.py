@@ -8,7 +8,8 @@ columns; only elements inside x are read), then adds every kernel tap to the acc
 of the tile's output channels with branch-free loops vectorized along the output width.
 With unit strides the accumulator rows have the buffer's pitch, so one tap is ONE long loop
 over all the tile's rows (the few columns past ``vw`` of each row are computed and dropped);
-three horizontally adjacent taps are fused into one pass. The epilogue (bias, residual,
+three horizontally adjacent taps are fused into one pass, and a 3x3 kernel's nine taps into
+one (depthwise 3x3, 128 channels of 113x115, 1 thread: 836-921 -> 766-847 us). The epilogue (bias, residual,
 activation per channel, then a fused sequence's step program over the tile) runs before the
 store; the accumulators start at the bias.
 """
@@ -73,6 +74,21 @@ def _flat3(acc, a0_, n, buf, o, d, w0, w1, w2):
 
 
 @njit(cache=True, fastmath={"contract"})
+def _flat3x3(acc, a0_, n, buf, o, d, e, w0, w1, w2, w3, w4, w5, w6, w7, w8):
+    """acc += the 9 taps of a 3x3 kernel in one pass (``d``: the buffer step between the
+    taps of a row, ``e``: between kernel rows; weights row-major)."""
+    for q in range(n):
+        p = o + q
+        store_at(acc, a0_ + q, load_at(acc, a0_ + q)
+                 + ((w0 * load_at(buf, p) + w1 * load_at(buf, p + d)
+                     + w2 * load_at(buf, p + 2 * d))
+                    + (w3 * load_at(buf, p + e) + w4 * load_at(buf, p + e + d)
+                       + w5 * load_at(buf, p + e + 2 * d))
+                    + (w6 * load_at(buf, p + 2 * e) + w7 * load_at(buf, p + 2 * e + d)
+                       + w8 * load_at(buf, p + 2 * e + 2 * d))))
+
+
+@njit(cache=True, fastmath={"contract"})
 def _strided1(acc, a0_, vw, buf, o, sw, w0):
     for j in range(vw):
         store_at(acc, a0_ + j, load_at(acc, a0_ + j) + w0 * load_at(buf, o + j * sw))
@@ -83,6 +99,12 @@ def _add_taps(acc, a0_, buf, w, wr, vh, vw, Wp, pitch, KH, KW, sh, sw, dh, dw):
     """acc (one output channel, rows of ``pitch``) += all taps of one input channel."""
     flat = sh == 1 and sw == 1
     n = (vh - 1) * pitch + vw
+    if flat and KH == 3 and KW == 3:      # the common depthwise kernel: one pass, not three
+        _flat3x3(acc, a0_, n, buf, 0, dw, dh * Wp, load(load_at(w, wr)),
+                 load(load_at(w, wr + 1)), load(load_at(w, wr + 2)), load(load_at(w, wr + 3)),
+                 load(load_at(w, wr + 4)), load(load_at(w, wr + 5)), load(load_at(w, wr + 6)),
+                 load(load_at(w, wr + 7)), load(load_at(w, wr + 8)))
+        return
     for kh in range(KH):
         wk = wr + kh * KW
         if flat:

@@ -291,6 +291,25 @@ def test_gelu_tanh_attribute_and_kernel_shape():
                                                   approximate="tanh"))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("dilations", [(1, 1), (2, 3)])
+@pytest.mark.parametrize("C, M, group", [(16, 16, 16), (6, 4, 2)])
+def test_direct_kernel_3x3_unit_stride(slot, dtype, dilations, C, M, group):
+    """The direct kernel's one-pass 3x3 path (unit strides: all nine taps in one loop), with
+    depthwise and grouped channels, dilations, bias, residual, padding and tiles over
+    several rows and columns, against the reference."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, C, 37, 41)).astype(dtype)
+    w = rng.standard_normal((M, C // group, 3, 3)).astype(dtype)
+    b = rng.standard_normal(M).astype(dtype)
+    attrs = dict(pads=(1, 2, 2, 0), group=group, strides=(1, 1), dilations=dilations)
+    oshape = (2, M, out_size(37, 1, 2, 3, 1, dilations[0]), out_size(41, 2, 0, 3, 1, dilations[1]))
+    res = rng.standard_normal(oshape).astype(dtype)
+    slot(DIRECT_SLOT)
+    y = dynshape.run("conv2d", x, w, b, residual=res, **attrs)
+    check_close(y, x, w, b, res, attrs)
+
+
 def test_larger_problems_every_slot(slot):
     """Several channel blocks and tiles per image, each kernel slot."""
     rng = np.random.default_rng(4)
