@@ -94,7 +94,5 @@ class ConvTable(ParamTable):
             lines.append(f"         ... {len(self) - limit} more")
         return "\n".join(lines)
 
-    __str__ = describe
-
 
 TABLE_CLASSES[FAMILY] = ConvTable

@@ -108,7 +108,5 @@ class FusedTable(ParamTable):
             lines.append(f"    ... {len(self) - limit} more")
         return "\n".join(lines)
 
-    __str__ = describe
-
 
 TABLE_CLASSES["fused"] = FusedTable

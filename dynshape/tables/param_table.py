@@ -128,7 +128,8 @@ class ParamTable:
             lines.append(f"    ... {len(self) - limit} more")
         return "\n".join(lines)
 
-    __str__ = describe
+    def __str__(self):
+        return self.describe()     # a subclass's own describe
 
     # ---- persistence -------------------------------------------------------------------
     def header(self):

@@ -20,8 +20,6 @@ class PoolTable(ParamTable):
                 + (f", ... {len(e) - limit} more" if len(e) > limit else "")]
         return text + "\n" + "\n".join(rows)
 
-    __str__ = describe
-
     def validate(self, catalog):
         e = self.entries
         if e.ndim != 2 or e.shape[1] != POOL_NCOL:

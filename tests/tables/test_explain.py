@@ -273,3 +273,20 @@ def test_cli_explain_png_for_every_family(args, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "call: " in out and f"picture: {path} (" in out and "entries run: " in out
     assert path.read_bytes()[:8] == PNG_MAGIC
+
+
+@pytest.mark.parametrize("op,shapes,attrs", [
+    ("relu", [(40, 150)], {}),
+    ("softmax", [(77, 305)], {"axis": -1}),
+    ("sum", [(3, 17, 19)], {"axis": 1}),
+    ("matmul", [(17, 64), (64, 33)], {}),
+    ("matmul", [(256, 17, 64), (256, 64, 33)], {}),
+    ("conv2d", [(1, 3, 30, 31), (4, 3, 3, 3)], {"pads": (1, 1, 1, 1)}),
+    ("max_pool2d", [(1, 2, 30, 31)], {"kernel_shape": (3, 3), "strides": (2, 2)}),
+])
+def test_printing_a_table_gives_its_own_description(op, shapes, attrs):
+    """``print(explain(...))`` is the family's own description (a table class that overrides
+    ``describe`` is printed by it, not by the base class's plane text)."""
+    t = dynshape.explain(op, *shapes, **attrs)
+    assert str(t) == t.describe()
+    assert len(str(t).splitlines()) > 2
