@@ -18,6 +18,9 @@ from dynshape.tables.conv_table import ConvTable
 FAMILY = "conv"
 # cost model, in units of one vector-lane FMA of the GEMM micro-kernel
 PACK_COST = 12.0          # per packed input element (window packing)
+ROW_COST = 600.0          # per packed K row and tile row (a row segment's checks and copy call)
+A_PACK_COST = 36.0        # per packed weight element (each tile packs its channels' A: a
+                          # gather along K)
 STORE_COST = 6.0          # per stored output element (epilogue)
 TILE_COST = 4000.0        # per tile (workspace set-up, A packing start, loop overheads)
 DIRECT_FMA_COST = 3.0     # per FMA of the direct kernel (acc load/store per tap)
@@ -53,7 +56,8 @@ def _tile_cost(slot, dtype, K, mv, vh, vw):
     mr, nr, _ = _ukernel(dtype, slot)
     mp = -(-mv // mr) * mr
     pp = -(-pos // nr) * nr
-    return mp * K * pp + PACK_COST * K * pos + STORE_COST * mv * pos + TILE_COST
+    return (mp * K * pp + PACK_COST * K * pos + ROW_COST * K * vh + A_PACK_COST * mp * K
+            + STORE_COST * mv * pos + TILE_COST)
 
 
 def _axis_tiles(size, t):
