@@ -9,9 +9,9 @@ of the tile's output channels with branch-free loops vectorized along the output
 With unit strides the accumulator rows have the buffer's pitch, so one tap is ONE long loop
 over all the tile's rows (the few columns past ``vw`` of each row are computed and dropped);
 three horizontally adjacent taps are fused into one pass, and a 3x3 kernel's nine taps into
-one (depthwise 3x3, 128 channels of 113x115, 1 thread: 836-921 -> 766-847 us). The epilogue (bias, residual,
-activation per channel, then a fused sequence's step program over the tile) runs before the
-store; the accumulators start at the bias.
+one (depthwise 3x3, 128 channels of 113x115, 1 thread: 836-921 -> 766-847 us). The epilogue
+(bias, residual, activation per channel, then a fused sequence's step program over the
+tile) runs before the store; the accumulators start at the bias.
 """
 from numba import njit
 

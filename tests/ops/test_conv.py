@@ -391,7 +391,7 @@ def test_cost_model_prices_row_segments_and_weight_packing():
     """Every GEMM tile packs, per K row, one input segment per tile row, and its channels'
     weights: at equal positions a tile of fewer, longer rows is cheaper (6x64 against
     12x32), and more tiles over the same positions cost their weight packing again. The
-    optimized table of 64->64 3x3 on 57x61 takes whole-row tiles (measured 12-15% faster
+    optimized table of 64->64 3x3 on 57x61 takes whole-row tiles (measured about 12% faster
     than 12x32 on 2 threads)."""
     from dynshape.planning import conv as planner
     K = 64 * 9
