@@ -19,12 +19,11 @@ FAMILY = "conv"
 # cost model, in units of one vector-lane FMA of the GEMM micro-kernel
 PACK_COST = 12.0          # per packed input element (window packing)
 ROW_COST = 600.0          # per packed K row and tile row (one row segment of the window)
-A_PACK_COST = 36.0        # per packed weight element (each tile packs its channels' A: a
-                          # gather along K)
-# ROW_COST and A_PACK_COST from conv2d 64->64 3x3 on 57x61, tilings forced and timed in
-# alternating blocks (1 thread): 12x32 tiles 2029-2074 us, 6x64 tiles (the same positions,
-# half the row segments) 1798-1831 us, i.e. about 6.5 ns per K row and tile row; 15 tiles of
-# 4x64 about 70 us more than 10 of 6x64 (weight packing per tile)
+# ROW_COST from conv2d 64->64 3x3 on 57x61, tilings forced and timed in alternating blocks
+# (1 thread): 12x32 tiles 1950-2074 us, 6x64 tiles (the same positions, half the row
+# segments) 1716-1831 us, i.e. about 6.5 ns per K row and tile row. A thread packs a channel
+# block's weights once for its consecutive tiles of that block (not priced: with one channel
+# block, 15 tiles of 4x64 cost 14-21 us more than 10 of 6x64, within TILE_COST's order)
 STORE_COST = 6.0          # per stored output element (epilogue)
 TILE_COST = 4000.0        # per tile (workspace set-up, A packing start, loop overheads)
 DIRECT_FMA_COST = 3.0     # per FMA of the direct kernel (acc load/store per tap)
@@ -60,8 +59,8 @@ def _tile_cost(slot, dtype, K, mv, vh, vw):
     mr, nr, _ = _ukernel(dtype, slot)
     mp = -(-mv // mr) * mr
     pp = -(-pos // nr) * nr
-    return (mp * K * pp + PACK_COST * K * pos + ROW_COST * K * vh + A_PACK_COST * mp * K
-            + STORE_COST * mv * pos + TILE_COST)
+    return (mp * K * pp + PACK_COST * K * pos + ROW_COST * K * vh + STORE_COST * mv * pos
+            + TILE_COST)
 
 
 def _axis_tiles(size, t):
