@@ -408,11 +408,11 @@ def test_cost_model_prices_row_segments():
 def test_weights_packed_once_per_channel_block_are_the_right_ones(slot, forced):
     """A thread packs a channel block's weights once for consecutive tiles of that block and
     packs again when the group or block changes: several groups, channel blocks of unequal
-    size (the last is short), several images and tiles per image, each thread seeing blocks
-    alternate, against the reference."""
+    size (the last is short), two K blocks, several images and tiles per image, each thread
+    seeing blocks alternate, against the reference."""
     rng = np.random.default_rng(11)
-    x = rng.standard_normal((3, 2 * 5, 29, 70)).astype(np.float32)
-    w = rng.standard_normal((2 * 200, 5, 3, 3)).astype(np.float32)
+    x = rng.standard_normal((3, 2 * 32, 29, 70)).astype(np.float32)
+    w = rng.standard_normal((2 * 200, 32, 3, 3)).astype(np.float32)     # K = 288: 2 blocks
     b = rng.standard_normal(400).astype(np.float32)
     attrs = dict(pads=(1, 1, 1, 1), group=2, strides=(1, 1), dilations=(1, 1))
     slot(forced)
