@@ -368,6 +368,8 @@ def fused_driver(x, o, oi, of, common, entries, prog, pattrs, fctl, sides):
         block = max(1, min(MAX_BLOCK, total // (4 * N_CHUNKS)))
         for c in prange(N_CHUNKS):
             first = chunk_start(np.int64(c))
+            if first * block >= total:
+                continue        # no work item: no call, no scratch allocated
             _chunk(x, o, oi, of, common, entries, prog, pattrs, fctl, sides, first,
                    np.int64(N_CHUNKS), block, total, psum, pext, pvalid)
     if reduce_all:

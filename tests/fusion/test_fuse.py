@@ -674,3 +674,38 @@ def test_leading_gemm_runs_the_chain_as_its_epilogue():
                                rtol=1e-12, atol=1e-12)
     g = dynshape.fuse([("gemm", {"transA": 1}), "exp"])
     np.testing.assert_allclose(g(a.T, b.T), np.exp(a @ b.T), rtol=1e-12)
+
+
+def test_a_parallel_call_allocates_scratch_only_for_chunks_with_work():
+    """The parallel driver deals its work items to N_CHUNKS chunks; a chunk with no item
+    must neither run nor allocate its tile scratch (three arrays), so a call over a few
+    tiles allocates three arrays per tile more than a one-tile call, not three per chunk."""
+    from numba.core.runtime import _nrt_python as nrt_stats
+    from numba.core.runtime import rtsys
+
+    from dynshape_kernels.cpu.elementwise import SERIAL_ELEMENTS
+    from dynshape_kernels.cpu.reduce_runs import N_CHUNKS
+    rng = np.random.default_rng(3)
+    b = rng.standard_normal(1000).astype(np.float32)
+    f = dynshape.fuse([("add", "bias"), "relu"])
+
+    def allocations(rows):
+        x = rng.standard_normal((rows, 1000)).astype(np.float32)
+        out = np.empty_like(x)
+        f(x, bias=b, out=out)
+        was = nrt_stats.memsys_stats_enabled()
+        nrt_stats.memsys_enable_stats()
+        try:
+            before = rtsys.get_allocation_stats().alloc
+            f(x, bias=b, out=out)
+            count = rtsys.get_allocation_stats().alloc - before
+        finally:
+            if not was:
+                nrt_stats.memsys_disable_stats()
+        np.testing.assert_allclose(out, np.maximum(x + b, 0), rtol=1e-6)
+        return count, f.explain(x, bias=b).entries.shape[0], x.size
+
+    one, one_tile, small = allocations(8)             # the serial path: one chunk
+    many, tiles, size = allocations(64)               # the parallel path
+    assert one_tile == 1 and small < SERIAL_ELEMENTS <= size and 1 < tiles < N_CHUNKS // 4
+    assert many <= one + 3 * (tiles - 1), (one, many, tiles)
