@@ -30,7 +30,7 @@ N_SLOTS = len(ELEMENTWISE_TILES)
 # Below this many elements the entries run on the calling thread: waking the thread pool
 # costs more than it saves (about 10 us per parallel launch measured on this machine).
 SERIAL_ELEMENTS = 1 << 15
-# entries of one parallel work item of the binary driver (see _binary_run)
+# entries of one parallel work item of the unary and binary drivers (see _run_length)
 RUN_ENTRIES = 8
 
 tile_geometry = make_tile_geometry(ELEMENTWISE_TILES)
@@ -158,6 +158,33 @@ def _unary_entry(x, o, common, entries, e, oi, attrs):
                     t1, w1, a0, a1, attrs)
 
 
+@njit(cache=True)
+def _unary_run(x, o, common, entries, idx, end, attrs):
+    """Entry ``idx`` and, when it is one row with unit column strides, the entries after it
+    (up to ``end``) that continue it row by row (:func:`_run_length`), decoded once.
+    Returns how many entries ran (rows of a strided view, e.g. x[:, :1000], come one entry
+    per row)."""
+    n_entries = entries.shape[0]
+    e = idx % n_entries
+    oi = idx // n_entries
+    local = entries[e, E_KID] - common[C_IDBASE]
+    t0, t1, w1 = tile_geometry(local % N_SLOTS)
+    xblk = C_OPS + OP_BLOCK
+    r0, r1, v1 = _one_row_run(common, entries, e, t0, t1, w1,
+                              common[xblk + OP_SN] == 1 and common[C_OPS + OP_SN] == 1)
+    if v1 == 0:
+        _unary_entry(x, o, common, entries, e, oi, attrs)
+        return 1
+    k = _run_length(common, entries, idx, end, r0)
+    xsm = common[xblk + OP_SM]
+    osm = common[C_OPS + OP_SM]
+    _unary_rows(common[C_OPBASE] + local // N_SLOTS, x,
+                outer_offset(common, np.int64(1), oi) + r0 * xsm + r1, xsm, np.int64(1), o,
+                outer_offset(common, np.int64(0), oi) + r0 * osm + r1, osm, np.int64(1), k,
+                v1, entries[e, E_MODE1], t1, w1, attrs[0], attrs[1], attrs)
+    return k
+
+
 def unary_driver(x, o, common, entries, attrs):
     """out = op(x) over every entry x outer index; ``attrs`` holds the op's two attributes
     in the operand dtype (leaky_relu alpha; clip bounds), then, for a half-precision op that
@@ -165,11 +192,17 @@ def unary_driver(x, o, common, entries, attrs):
     n_entries = entries.shape[0]
     total = n_entries * common[C_NOUTER]
     if common[C_M] * common[C_N] * common[C_NOUTER] < SERIAL_ELEMENTS:
-        for idx in range(total):
-            _unary_entry(x, o, common, entries, idx % n_entries, idx // n_entries, attrs)
+        idx = 0
+        while idx < total:
+            idx += _unary_run(x, o, common, entries, idx, total, attrs)
     else:
-        for idx in prange(total):
-            _unary_entry(x, o, common, entries, idx % n_entries, idx // n_entries, attrs)
+        # runs of up to RUN_ENTRIES entries per parallel item, as in binary_driver
+        run = max(1, min(RUN_ENTRIES, total // 64))
+        for blk in prange((total + run - 1) // run):
+            idx = blk * run
+            end = min(total, idx + run)
+            while idx < end:
+                idx += _unary_run(x, o, common, entries, idx, end, attrs)
 
 
 @njit(cache=True)
@@ -254,6 +287,44 @@ def _binary_entry(a, b, o, common, entries, e, oi):
 
 
 @njit(cache=True)
+def _run_length(common, entries, idx, end, r0):
+    """How many entries from ``idx`` (a one-row entry at row ``r0``) up to ``end`` continue
+    it row by row: the same kernel, tail modes and columns, the next row each, and the same
+    outer index (a run never reads past the table)."""
+    n_entries = entries.shape[0]
+    e = idx % n_entries
+    k = 1
+    last = min(end, (idx // n_entries + 1) * n_entries)
+    while idx + k < last:
+        f = e + k
+        if (entries[f, E_KID] != entries[e, E_KID] or entries[f, E_MODE0] != entries[e, E_MODE0]
+                or entries[f, E_MODE1] != entries[e, E_MODE1]
+                or entries[f, E_OFF1] != entries[e, E_OFF1]
+                or entries[f, E_ANCH1] != entries[e, E_ANCH1]):
+            break
+        rf, vf = resolve(entries[f, E_OFF0], entries[f, E_ANCH0], common[C_M], np.int64(1))
+        if vf != 1 or rf != r0 + k:
+            break
+        k += 1
+    return k
+
+
+@njit(cache=True)
+def _one_row_run(common, entries, e, t0, t1, w1, unit):
+    """(row, column, valid columns) of entry ``e`` when it can start a run of rows (a
+    one-row tile, ``unit`` strides, no DISCARD tail, no split column tail), else v1 = 0."""
+    mode0 = entries[e, E_MODE0]
+    mode1 = entries[e, E_MODE1]
+    if t0 != 1 or not unit or mode0 == DISCARD or mode1 == DISCARD:
+        return 0, 0, 0
+    r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
+    r1, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
+    if v0 == 0 or (mode1 == VARIABLE_PARTIAL and v1 >= t1 - w1):
+        return 0, 0, 0
+    return r0, r1, v1
+
+
+@njit(cache=True)
 def _binary_run(a, b, o, common, entries, idx, end):
     """Entry ``idx`` and, when it is one row whose three operands have unit column stride
     (a row-broadcast side included), the entries after it (up to ``end``) that continue it
@@ -270,28 +341,12 @@ def _binary_run(a, b, o, common, entries, idx, end):
     asn = common[ablk + OP_SN]
     bsn = common[bblk + OP_SN]
     osn = common[C_OPS + OP_SN]
-    mode0 = entries[e, E_MODE0]
-    mode1 = entries[e, E_MODE1]
-    if t0 != 1 or asn != 1 or bsn != 1 or osn != 1 or mode0 == DISCARD or mode1 == DISCARD:
+    r0, r1, v1 = _one_row_run(common, entries, e, t0, t1, w1,
+                              asn == 1 and bsn == 1 and osn == 1)
+    if v1 == 0:
         _binary_entry(a, b, o, common, entries, e, oi)
         return 1
-    r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
-    r1, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
-    if v0 == 0 or v1 == 0 or (mode1 == VARIABLE_PARTIAL and v1 >= t1 - w1):
-        _binary_entry(a, b, o, common, entries, e, oi)
-        return 1
-    k = 1
-    last = min(end, (oi + 1) * n_entries)       # the same outer index only
-    while idx + k < last:
-        f = e + k
-        if (entries[f, E_KID] != entries[e, E_KID] or entries[f, E_MODE0] != mode0
-                or entries[f, E_MODE1] != mode1 or entries[f, E_OFF1] != entries[e, E_OFF1]
-                or entries[f, E_ANCH1] != entries[e, E_ANCH1]):
-            break
-        rf, vf = resolve(entries[f, E_OFF0], entries[f, E_ANCH0], common[C_M], t0)
-        if vf != 1 or rf != r0 + k:
-            break
-        k += 1
+    k = _run_length(common, entries, idx, end, r0)
     asm = common[ablk + OP_SM]
     bsm = common[bblk + OP_SM]
     osm = common[C_OPS + OP_SM]

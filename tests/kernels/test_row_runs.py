@@ -1,6 +1,7 @@
-"""The binary driver runs consecutive one-row entries as one op-switch call over their rows
-(``elementwise._binary_run``). Driven here with hand-built tables: rows in any order, row
-tiles of two lengths, rows anchored at either end, both column tail modes, batches and
+"""The unary and binary drivers run consecutive one-row entries as one run
+(``elementwise._run_length``: one op-switch call over the rows of a binary run, one decoded
+entry for the rows of a unary run). Driven here with hand-built tables: rows in any order,
+row tiles of two lengths, rows anchored at either end, both column tail modes, batches and
 reversed rows, against NumPy; padding around the output rows must stay untouched."""
 import numpy as np
 from hypothesis import example, given, settings
@@ -28,26 +29,32 @@ def cases(draw):
             for _ in range(m)]
     order = draw(st.sampled_from(("rows", "columns", "reversed", "shuffled")))
     seed = draw(st.integers(0, 2**31 - 1))
-    return batch, m, n, rows, order, draw(st.booleans()), seed
+    family = draw(st.sampled_from(("binary", "unary")))
+    return batch, m, n, rows, order, draw(st.booleans()), seed, family
 
 
 @settings(max_examples=40, deadline=None)
 @given(cases())
 # neighbouring rows of the two tile lengths: a run must not take in a row of another kernel
-@example((2, 6, 600, [(i % 2, VARIABLE_FULL, False) for i in range(6)], "columns", False, 1))
+@example((2, 6, 600, [(i % 2, VARIABLE_FULL, False) for i in range(6)], "columns", False, 1,
+          "binary"))
+@example((2, 6, 600, [(i % 2, VARIABLE_FULL, False) for i in range(6)], "columns", False, 1,
+          "unary"))
 def test_runs_of_row_entries_match_numpy(case):
-    batch, m, n, rows, order, reverse, seed = case
+    batch, m, n, rows, order, reverse, seed, family = case
+    op = "add" if family == "binary" else "relu"
     rng = np.random.default_rng(seed)
-    base = rng.standard_normal((batch, m, n)).astype(np.float32)
+    base = rng.standard_normal((batch, m, n + 3)).astype(np.float32)
     bias = rng.standard_normal(n).astype(np.float32)
-    a = base[:, ::-1] if reverse else base                  # rows with a negative stride
+    a = base[:, :, :n]                                      # rows of a strided view
+    a = a[:, ::-1] if reverse else a                        # rows with a negative stride
     pad = np.full((batch, m + 2, n), -7.0, np.float32)      # output rows framed by padding
     out = pad[:, 1:m + 1]
     # a real table of this call gives the family's id and op bases
-    real = dynshape.explain("add", a, bias)
+    real = dynshape.explain(op, a, bias) if family == "binary" else dynshape.explain(op, a)
     entries = []
     for r, (slot, mode1, at_end) in enumerate(rows):
-        kid = CATALOG.kernel_id("binary", "add", "float32", slot)
+        kid = CATALOG.kernel_id(family, op, "float32", slot)
         t1 = ELEMENTWISE_TILES[slot][1]
         off0, anch0 = (m - r, ANCHOR_END) if at_end else (r, ANCHOR_START)
         for c0 in range(0, n, t1):
@@ -59,17 +66,21 @@ def test_runs_of_row_entries_match_numpy(case):
         entries = entries[::-1].copy()
     elif order == "shuffled":
         entries = entries[rng.permutation(len(entries))]
-    table = ParamTable("binary", "add", "float32", "cpu", CATALOG.hash, real.bucket, entries,
+    table = ParamTable(family, op, "float32", "cpu", CATALOG.hash, real.bucket, entries,
                        np.zeros(0), real.n_operands, real.id_base, real.op_base, "simplified",
                        0)
-    strides = [[s // 4 for s in arr.strides]
-               for arr in (out, a, np.broadcast_to(bias, a.shape))]
-    p = plane(a.shape, strides)
-    assert p.m == m and p.n == n            # the padding and the bias keep rows apart
-    offsets = [1 * n, (m - 1) * n if reverse else 0, 0]
+    operands = (out, a, np.broadcast_to(bias, a.shape))[:3 if family == "binary" else 2]
+    p = plane(a.shape, [[s // 4 for s in arr.strides] for arr in operands])
+    assert p.m == m and p.n == n            # the view's row gaps keep rows apart
+    offsets = [1 * n, (m - 1) * (n + 3) if reverse else 0, 0][:len(operands)]
     common = table.bind(p, offsets)
-    drivers.get("binary", "float32")(base.ravel(), bias, pad.reshape(-1), common, entries)
-    np.testing.assert_array_equal(out, a + bias)
+    if family == "binary":
+        drivers.get("binary", "float32")(base.ravel(), bias, pad.reshape(-1), common, entries)
+        np.testing.assert_array_equal(out, a + bias)
+    else:
+        drivers.get("unary", "float32")(base.ravel(), pad.reshape(-1), common, entries,
+                                        np.zeros(2, np.float32))
+        np.testing.assert_array_equal(out, np.maximum(a, 0))
     assert (pad[:, 0] == -7).all() and (pad[:, -1] == -7).all()
 
 
