@@ -164,19 +164,12 @@ def _unary_run(x, o, common, entries, idx, end, attrs):
     (up to ``end``) that continue it row by row (:func:`_run_length`), decoded once.
     Returns how many entries ran (rows of a strided view, e.g. x[:, :1000], come one entry
     per row)."""
-    n_entries = entries.shape[0]
-    e = idx % n_entries
-    oi = idx // n_entries
-    local = entries[e, E_KID] - common[C_IDBASE]
-    t0, t1, w1 = tile_geometry(local % N_SLOTS)
-    xblk = C_OPS + OP_BLOCK
-    r0, r1, v1 = _one_row_run(common, entries, e, t0, t1, w1,
-                              common[xblk + OP_SN] == 1 and common[C_OPS + OP_SN] == 1)
+    e, oi, local, r0, r1, v1, t1, w1 = _run_start(common, entries, idx, np.int64(2))
     if v1 == 0:
         _unary_entry(x, o, common, entries, e, oi, attrs)
         return 1
     k = _run_length(common, entries, idx, end, r0)
-    xsm = common[xblk + OP_SM]
+    xsm = common[C_OPS + OP_BLOCK + OP_SM]
     osm = common[C_OPS + OP_SM]
     _unary_rows(common[C_OPBASE] + local // N_SLOTS, x,
                 outer_offset(common, np.int64(1), oi) + r0 * xsm + r1, xsm, np.int64(1), o,
@@ -310,18 +303,27 @@ def _run_length(common, entries, idx, end, r0):
 
 
 @njit(cache=True)
-def _one_row_run(common, entries, e, t0, t1, w1, unit):
-    """(row, column, valid columns) of entry ``e`` when it can start a run of rows (a
-    one-row tile, ``unit`` strides, no DISCARD tail, no split column tail), else v1 = 0."""
-    mode0 = entries[e, E_MODE0]
+def _run_start(common, entries, idx, nops):
+    """(entry, outer index, local kernel id, row, column, valid columns, T1, w) of work
+    item ``idx``; valid columns 0 unless it can start a run of rows: a one-row tile whose
+    ``nops`` operands all have unit column stride, no DISCARD tail, no split column tail."""
+    n_entries = entries.shape[0]
+    e = idx % n_entries
+    oi = idx // n_entries
+    local = entries[e, E_KID] - common[C_IDBASE]
+    t0, t1, w1 = tile_geometry(local % N_SLOTS)
+    unit = t0 == 1
+    for op in range(nops):
+        if common[C_OPS + op * OP_BLOCK + OP_SN] != 1:
+            unit = False
     mode1 = entries[e, E_MODE1]
-    if t0 != 1 or not unit or mode0 == DISCARD or mode1 == DISCARD:
-        return 0, 0, 0
+    if not unit or entries[e, E_MODE0] == DISCARD or mode1 == DISCARD:
+        return e, oi, local, 0, 0, 0, t1, w1
     r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
     r1, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
     if v0 == 0 or (mode1 == VARIABLE_PARTIAL and v1 >= t1 - w1):
-        return 0, 0, 0
-    return r0, r1, v1
+        return e, oi, local, 0, 0, 0, t1, w1
+    return e, oi, local, r0, r1, v1, t1, w1
 
 
 @njit(cache=True)
@@ -331,24 +333,13 @@ def _binary_run(a, b, o, common, entries, idx, end):
     row by row with the same kernel and columns, in ONE op-switch call over those rows.
     Returns how many entries ran. A row of 1000 elements costs ~80 ns of vector work and,
     one entry at a time, ~50 ns more of entry decoding and switch dispatch."""
-    n_entries = entries.shape[0]
-    e = idx % n_entries
-    oi = idx // n_entries
-    local = entries[e, E_KID] - common[C_IDBASE]
-    t0, t1, w1 = tile_geometry(local % N_SLOTS)
-    ablk = C_OPS + OP_BLOCK
-    bblk = C_OPS + 2 * OP_BLOCK
-    asn = common[ablk + OP_SN]
-    bsn = common[bblk + OP_SN]
-    osn = common[C_OPS + OP_SN]
-    r0, r1, v1 = _one_row_run(common, entries, e, t0, t1, w1,
-                              asn == 1 and bsn == 1 and osn == 1)
+    e, oi, local, r0, r1, v1, t1, w1 = _run_start(common, entries, idx, np.int64(3))
     if v1 == 0:
         _binary_entry(a, b, o, common, entries, e, oi)
         return 1
     k = _run_length(common, entries, idx, end, r0)
-    asm = common[ablk + OP_SM]
-    bsm = common[bblk + OP_SM]
+    asm = common[C_OPS + OP_BLOCK + OP_SM]
+    bsm = common[C_OPS + 2 * OP_BLOCK + OP_SM]
     osm = common[C_OPS + OP_SM]
     code = common[C_OPBASE] + local // N_SLOTS
     zip_rows(code, a, outer_offset(common, np.int64(1), oi) + r0 * asm + r1, asm,
