@@ -15,8 +15,9 @@ its packing traffic (A per tile, B once per run of tiles sharing a B panel) and 
 overhead, and takes the makespan over the driver's contiguous per-thread chunks.
 """
 import numpy as np
-from dynshape_kernels.abi.tiles import (MATMUL_DOT_SLOT as DOT_SLOT, MATMUL_NSLOTS as NSLOTS,
-                                        matmul_slots as _slots_for)
+from dynshape_kernels.abi.tiles import (MATMUL_DOT_SLOT as DOT_SLOT,
+                                        MATMUL_INPLACE_SLOT as INPLACE_SLOT,
+                                        MATMUL_NSLOTS as NSLOTS, matmul_slots as _slots_for)
 
 from dynshape.planning.matmul_tiles import (_balanced, _thread_balanced, choose_slot,
                                             make_gemm_table)
@@ -67,25 +68,30 @@ def cost(M, N, K, batch, dtype, slot, tm, tn, nthreads, a_k_contiguous=True,
     """Model time (ns) of a tiling: makespan of the driver's per-thread chunks.
 
     Per tile: padded micro-tile FLOPs at the slot's rate, A packed (or read in place by the
-    dot slot), B packed once per column of tiles (or read in place by tiles of a single
-    micro-panel row when B is row-contiguous, as the kernels do), the epilogue's stores and a
-    fixed overhead."""
+    dot slot and the in-place slot), B packed once per column of tiles (or read in place by
+    tiles of a single micro-panel row, and by the in-place slot's tiles, when B is
+    row-contiguous, as the kernels do), the epilogue's stores and a fixed overhead. The
+    in-place slot's micro-tiles are padded to whole vectors, not to NR: its kernels compute
+    only the vectors a tile's columns reach."""
     cfg = _slots_for(dtype)[slot]
     MR, NR = cfg[0], cfg[1]
     rate = SLOT_GFLOPS[dtype][slot]
     pack = PACK_NS[dtype]
-    read = READ_NS_PER_BYTE * ITEMSIZE[dtype if isinstance(dtype, str) else np.dtype(dtype).name]
+    name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    read = READ_NS_PER_BYTE * ITEMSIZE[name]
+    inplace = slot == INPLACE_SLOT and b_n_contiguous and name in ("float32", "float64")
     nm, nn = -(-M // tm), -(-N // tn)
     mv = np.minimum(tm, M - np.arange(nm) * tm)
     nv = np.minimum(tn, N - np.arange(nn) * tn)
     pm = -(-mv // MR) * MR
-    pn = -(-nv // NR) * NR
+    step = 64 // ITEMSIZE[name] if inplace else NR
+    pn = -(-nv // step) * step
     # tiles in the table's order: batch, then n, then m (B panel shared down a column)
     t = 2.0 * K * pn[:, None] * pm[None, :] / rate
     t = t + STORE_NS * nv[:, None] * mv[None, :] + TILE_NS
-    a_cost = (read if slot == DOT_SLOT and a_k_contiguous else pack) * K * mv
+    a_cost = (read if (slot == DOT_SLOT and a_k_contiguous) or inplace else pack) * K * mv
     t = t + a_cost[None, :]
-    direct = b_n_contiguous and slot != DOT_SLOT and tm <= MR
+    direct = b_n_contiguous and slot != DOT_SLOT and (tm <= MR or inplace)
     if direct:
         t = t + read * K * nv[:, None]
     else:

@@ -38,6 +38,9 @@ MATMUL_SLOTS_F64 = (
 MATMUL_NSLOTS = 5
 #: the slot whose micro-kernel is the inner-product (dot) form
 MATMUL_DOT_SLOT = 4
+#: the slot whose tiles read A and B in place (no packing) when B is row-contiguous and
+#: neither operand is half precision: the small/medium tiles of batched small GEMMs
+MATMUL_INPLACE_SLOT = 1
 
 
 def matmul_slots(dtype):

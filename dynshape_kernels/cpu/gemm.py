@@ -40,14 +40,15 @@ import numpy as np
 from numba import njit, prange, types
 
 from ..abi.step_program import MAX_SIDES
-from ..abi.tiles import (MATMUL_DOT_SLOT, MATMUL_NSLOTS, MATMUL_SLOTS_F32, MATMUL_SLOTS_F64,
+from ..abi.tiles import (MATMUL_DOT_SLOT, MATMUL_INPLACE_SLOT, MATMUL_NSLOTS, MATMUL_SLOTS_F32,
+                         MATMUL_SLOTS_F64,
                          matmul_slots)
 from ..abi.storage import carrier, compute
 from .half import compute_empty, load, store
 from .steps import apply_steps_as
 from .switches import map_inplace
-from .gemm_operands import (_call_uk, _direct_b_panels, _dot_a_rows, _slot_cfg_stub, _ukd4,
-                            holds_half)
+from .gemm_operands import (_call_uk, _direct_b_panels, _dot_a_rows, _inplace_tile,
+                            _slot_cfg_stub, _ukd4, holds_half)
 from .gemm_pack import _aligned_empty, _kc_block, _pack_bt, _pack_rows, pack_a, pack_b  # noqa: F401
 from .gemm_ukernel import load_at, store_at
 
@@ -57,6 +58,7 @@ from .gemm_ukernel import load_at, store_at
 SLOTS_F32, SLOTS_F64 = MATMUL_SLOTS_F32, MATMUL_SLOTS_F64
 NSLOTS = MATMUL_NSLOTS
 DOT_SLOT = MATMUL_DOT_SLOT
+INPLACE_SLOT = MATMUL_INPLACE_SLOT
 
 # max elements of the per-thread whole-K packed-B cache (reuse across tiles)
 _BREUSE_MAX_ELEMS = 2 * 1024 * 1024
@@ -220,13 +222,17 @@ def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf,
     nkb = (K + KC - 1) // KC
     a0 = a_off + bt * a_bs + m0 * a_rs
     b0 = b_off + bt * b_bs + n0 * b_cs
+    # the in-place slot with a row-contiguous B: nothing packed, both operands read in place
+    inplace = (slot == INPLACE_SLOT and b_cs == 1 and not holds_half(b_buf)
+               and not holds_half(a_buf))
     # B read in place (row-contiguous B, tile with a single A panel, so a
     # packed B would be used once): the nfull whole NR-panels are direct,
     # only the N-tail panel is packed.
-    nfull = nv // NR if (b_cs == 1 and mpan == 1 and not holds_half(b_buf)) else 0
+    direct = b_cs == 1 and mpan == 1 and not holds_half(b_buf) and not inplace
+    nfull = nv // NR if direct else 0
     direct_b = nfull > 0
     # whole-K packed-B cache, reused by consecutive tiles with the same B panel
-    reuse = (not direct_b) and nkb * KC * NC <= ws_b.size
+    reuse = (not direct_b) and (not inplace) and nkb * KC * NC <= ws_b.size
     same_b = (reuse and b_state[0] == 1 and b_state[1] == slot and b_state[2] == n0
               and b_state[3] == nv and b_state[4] == b_off + bt * b_bs and b_state[5] == K)
     if K == 0:
@@ -236,8 +242,12 @@ def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf,
     for kb in range(nkb):
         pc = kb * KC
         kc = min(KC, K - pc)
-        pack_a(a_buf, a0 + pc * a_cs, a_rs, a_cs, mv, kc, MR, ws_a)
         acc = 1 if kb > 0 else 0
+        if inplace:
+            _inplace_tile(kc, a_buf, a0 + pc * a_cs, a_rs, a_cs, mv, b_buf, b0 + pc * b_rs,
+                          b_rs, nv, ws_c, ldc, acc)
+            continue
+        pack_a(a_buf, a0 + pc * a_cs, a_rs, a_cs, mv, kc, MR, ws_a)
         pbo = kb * KC * NC if reuse else 0
         if direct_b:
             db0 = b0 + pc * b_rs

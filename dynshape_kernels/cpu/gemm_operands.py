@@ -1,12 +1,14 @@
 """How the GEMM tiles reach their operands: the micro-kernel instances of the slots (shared
 with conv2d), each dtype's slot table, and the choice between reading an operand in place (a
-row-contiguous B panel, the dot slot's k-contiguous A rows) and packing it. Half-precision
-operands are always packed: packing widens them to float32 for the float32 micro-kernels,
-which never see a carrier."""
+row-contiguous B panel, the dot slot's k-contiguous A rows, both operands of the in-place
+slot's tiles) and packing it. Half-precision operands are always packed: packing widens them
+to float32 for the float32 micro-kernels, which never see a carrier."""
 from numba import njit, types
 from numba.extending import overload
 
-from ..abi.tiles import MATMUL_SLOTS_F32 as SLOTS_F32, MATMUL_SLOTS_F64 as SLOTS_F64
+from ..abi.tiles import (MATMUL_INPLACE_SLOT as INPLACE_SLOT, MATMUL_SLOTS_F32 as SLOTS_F32,
+                         MATMUL_SLOTS_F64 as SLOTS_F64)
+from .gemm_inplace import make_inplace_ukernel
 from .gemm_pack import _pack_rows
 from .gemm_ukernel import make_dot_ukernel, make_ukernel
 from .half import is_half
@@ -16,6 +18,14 @@ _uk1 = make_ukernel((6, 3), (6, 3))
 _uk2 = make_ukernel((24, 1), (24, 1))
 _uk3 = make_ukernel((8, 3), (8, 3), pf_dist=24)  # B read in place: prefetch
 _ukd4 = make_dot_ukernel(3, 8)
+# the in-place slot's kernels: its MR rows, 1, 2 or 3 vectors (a narrow tile computes only
+# the vectors its columns reach); both dtypes have MR = 6 and NR = 3 vectors there
+_IN_MR = SLOTS_F32[INPLACE_SLOT][0]
+assert (SLOTS_F64[INPLACE_SLOT][0] == _IN_MR and SLOTS_F32[INPLACE_SLOT][1] == 3 * 16
+        and SLOTS_F64[INPLACE_SLOT][1] == 3 * 8)
+_uki1 = make_inplace_ukernel(_IN_MR, 1)
+_uki2 = make_inplace_ukernel(_IN_MR, 2)
+_uki3 = make_inplace_ukernel(_IN_MR, 3)
 
 
 def _slot_cfg_stub(arr):
@@ -87,4 +97,41 @@ def _dot_a_rows_impl(a_buf, off, a_rs, a_cs, pc, rows, kc, MR, ws_a):
             return a_buf, off + pc, a_rs
         _pack_rows(a_buf, off + pc * a_cs, a_rs, a_cs, rows, kc, MR, ws_a)
         return ws_a, 0, kc
+    return impl
+
+
+def _inplace_tile(kc, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, ws_c, ldc, acc):
+    """The in-place slot's mv x nv tile over one K block: ``A[i, k] = a_buf[a0 + i*a_rs +
+    k*a_cs]`` and ``B[k, j] = b_buf[b0 + k*b_rs + j]`` (B row-contiguous) read where they lie
+    by the in-place micro-kernels, the result in the accumulator tile ``ws_c`` (row stride
+    ldc; added when ``acc``). Never called for half-precision operands (the caller packs
+    them): a no-op for those, so that the driver types for every format."""
+
+
+@overload(_inplace_tile)
+def _inplace_tile_impl(kc, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, ws_c, ldc, acc):
+    if is_half(a_buf.dtype) or is_half(b_buf.dtype):
+        return lambda kc, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, ws_c, ldc, acc: None
+    W = 512 // ws_c.dtype.bitwidth  # lanes of a 512-bit vector
+    MR, NR = _IN_MR, 3 * W
+
+    def impl(kc, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, ws_c, ldc, acc):
+        mpan = (mv + MR - 1) // MR
+        npan = (nv + NR - 1) // NR
+        for jr in range(npan):
+            ncols = min(NR, nv - jr * NR)
+            bo = b0 + jr * NR
+            for ir in range(mpan):
+                rows = min(MR, mv - ir * MR)
+                ao = a0 + ir * MR * a_rs
+                co = ir * MR * ldc + jr * NR
+                if ncols > 2 * W:
+                    _uki3(kc, a_buf, ao, a_rs, a_cs, rows, b_buf, bo, b_rs, ncols, ws_c, co,
+                          ldc, acc)
+                elif ncols > W:
+                    _uki2(kc, a_buf, ao, a_rs, a_cs, rows, b_buf, bo, b_rs, ncols, ws_c, co,
+                          ldc, acc)
+                else:
+                    _uki1(kc, a_buf, ao, a_rs, a_cs, rows, b_buf, bo, b_rs, ncols, ws_c, co,
+                          ldc, acc)
     return impl

@@ -1,0 +1,151 @@
+"""The in-place GEMM micro-kernel for dynshape: A and B read where they lie, nothing packed
+(helper of ``gemm.py``; the small/medium slot's path when B is row-contiguous).
+
+For the small GEMMs of batched matmuls (17 x 64 @ 64 x 33, say) packing cost as much as the
+arithmetic: A is transposed into MR-row panels and B copied into zero-padded NR-column
+panels for a micro-tile that is used once or twice. This kernel instead
+
+* broadcasts ``A[r, k]`` straight from A's rows (any column stride); the rows of an M-tail
+  micro-tile past the last valid row repeat that row, so nothing is read out of A's bounds
+  and the extra rows of the result are garbage that the caller never stores;
+* loads B's rows in place (unit column stride, any row stride) with AVX-512 masked loads:
+  columns past ``ncols`` are neither read nor faulted on, they load as zero, so the N tail
+  needs no padded copy.
+
+Contract of ``uk(kc, pa, a_off, lda, acs, rows, pb, b_off, ldb, ncols, cb, cb_off, ldc,
+accumulate)``, NV vectors of W lanes (W = 16 float32, 8 float64; NR = NV * W):
+
+* ``A[r, k] = pa[a_off + min(r, rows - 1)*lda + k*acs]`` for r < MR, k < kc, ``rows >= 1``;
+* ``B[k, j] = pb[b_off + k*ldb + j]`` for k < kc, j < ncols, ``1 <= ncols <= NR``;
+* ``cb[cb_off + r*ldc + j]`` for r < MR, j < NR receives ``sum_k A[r, k] B[k, j]`` (added to
+  what is there when ``accumulate != 0``); the lanes past ``ncols`` receive 0 (plus their old
+  value) and the rows past ``rows`` a copy of the last row's result.
+* ``kc >= 1``; all offsets and strides int64 elements, any sign; no bounds checks.
+"""
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .gemm_ukernel import _vec_width
+
+
+def make_inplace_ukernel(MR, NV):
+    """The in-place micro-kernel with ``MR`` rows and ``NV`` vectors (both dtypes)."""
+
+    @intrinsic
+    def uk(typingctx, kc, pa, a_off, lda, acs, rows, pb, b_off, ldb, ncols, cb, cb_off, ldc,
+           accumulate):
+        for arr in (pa, pb, cb):
+            if not isinstance(arr, types.Array) or arr.ndim != 1:
+                return None
+        dt = cb.dtype
+        if dt not in (types.float32, types.float64) or pa.dtype != dt or pb.dtype != dt:
+            return None
+        is64 = dt == types.float64
+        W = _vec_width(dt)
+        i64t = types.int64
+        sig = types.void(i64t, pa, i64t, i64t, i64t, i64t, pb, i64t, i64t, i64t, cb, i64t,
+                         i64t, i64t)
+
+        def codegen(context, builder, sig, args):
+            (kc, pa_v, a_off, lda, acs, rows, pb_v, b_off, ldb, ncols, cb_v, cb_off, ldc,
+             accf) = args
+            fty = ir.DoubleType() if is64 else ir.FloatType()
+            vty = ir.VectorType(fty, W)
+            vpty = vty.as_pointer()
+            i64 = ir.IntType(64)
+            i32 = ir.IntType(32)
+            i1 = ir.IntType(1)
+            eb = 8 if is64 else 4
+
+            def data(i, v):
+                return cgutils.create_struct_proxy(sig.args[i])(context, builder, value=v).data
+
+            def c64(x):
+                return ir.Constant(i64, x)
+
+            a_p = builder.gep(data(1, pa_v), [a_off], inbounds=False)
+            b_p = builder.gep(data(6, pb_v), [b_off], inbounds=False)
+            cb_p = builder.gep(data(10, cb_v), [cb_off], inbounds=True)
+            last = builder.sub(rows, c64(1))
+            arows = []
+            for r in range(MR):
+                rr = builder.select(builder.icmp_signed('<', c64(r), rows), c64(r), last)
+                arows.append(builder.gep(a_p, [builder.mul(rr, lda)], inbounds=False))
+            fma = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vty, [vty, vty, vty]),
+                "llvm.fma.v%df%d" % (W, 64 if is64 else 32))
+            mty = ir.VectorType(i1, W)
+            mload = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vty, [vpty, i32, mty, vty]),
+                "llvm.masked.load.v%df%d.p0" % (W, 64 if is64 else 32))
+            n32 = builder.trunc(ncols, i32)
+            nsplat = builder.shuffle_vector(
+                builder.insert_element(ir.Constant(ir.VectorType(i32, W), ir.Undefined), n32,
+                                       ir.Constant(i32, 0)),
+                ir.Constant(ir.VectorType(i32, W), ir.Undefined),
+                ir.Constant(ir.VectorType(i32, W), [0] * W))
+            masks = [builder.icmp_signed(
+                '<', ir.Constant(ir.VectorType(i32, W), list(range(v * W, v * W + W))), nsplat)
+                for v in range(NV)]
+            zero = ir.Constant(vty, None)
+            undef = ir.Constant(vty, ir.Undefined)
+            lane0 = ir.Constant(ir.VectorType(i32, W), [0] * W)
+
+            pre = builder.block
+            loop = builder.append_basic_block("ukin_loop")
+            after = builder.append_basic_block("ukin_after")
+            builder.branch(loop)
+            builder.position_at_end(loop)
+            it = builder.phi(i64)
+            it.add_incoming(c64(0), pre)
+            aoff = builder.phi(i64)      # k * acs
+            aoff.add_incoming(c64(0), pre)
+            bp = builder.phi(b_p.type)
+            bp.add_incoming(b_p, pre)
+            accs = []
+            for _ in range(MR * NV):
+                p = builder.phi(vty)
+                p.add_incoming(zero, pre)
+                accs.append(p)
+            cur = list(accs)
+            bv = [builder.call(mload, [builder.bitcast(builder.gep(bp, [c64(v * W)]), vpty),
+                                       ir.Constant(i32, eb), masks[v], zero])
+                  for v in range(NV)]
+            for r in range(MR):
+                s = builder.load(builder.gep(arows[r], [aoff]), align=eb)
+                bc = builder.shuffle_vector(
+                    builder.insert_element(undef, s, ir.Constant(i32, 0)), undef, lane0)
+                for v in range(NV):
+                    cur[r * NV + v] = builder.call(fma, [bc, bv[v], cur[r * NV + v]])
+            itn = builder.add(it, c64(1))
+            endb = builder.block
+            it.add_incoming(itn, endb)
+            aoff.add_incoming(builder.add(aoff, acs), endb)
+            bp.add_incoming(builder.gep(bp, [ldb]), endb)
+            for p, c in zip(accs, cur):
+                p.add_incoming(c, endb)
+            builder.cbranch(builder.icmp_signed('<', itn, kc), loop, after)
+
+            builder.position_at_end(after)
+            isacc = builder.icmp_unsigned('!=', accf, c64(0))
+            ptrs = []
+            for r in range(MR):
+                rowp = builder.gep(cb_p, [builder.mul(ldc, c64(r))], inbounds=True)
+                for v in range(NV):
+                    ptrs.append(builder.bitcast(builder.gep(rowp, [c64(v * W)], inbounds=True),
+                                                vpty))
+            with builder.if_else(isacc) as (then, otherwise):
+                with then:
+                    for q, val in zip(ptrs, cur):
+                        builder.store(builder.fadd(builder.load(q, align=eb), val), q, align=eb)
+                with otherwise:
+                    for q, val in zip(ptrs, cur):
+                        builder.store(val, q, align=eb)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    uk.MR, uk.NV = MR, NV
+    return uk

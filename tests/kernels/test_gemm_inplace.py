@@ -1,0 +1,121 @@
+"""The in-place slot of the GEMM driver (gemm_inplace.py): tiles of the small/medium slot with
+a row-contiguous B read A and B where they lie, with masked loads for the N tail and repeated
+rows for the M tail. Checked against NumPy on every tail, K blocking, strides of any sign and
+batches; the output's surroundings stay untouched; and B and A placed at the very end of a
+readable page (the next page unmapped) are read without a fault."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+from hypothesis import HealthCheck, example, given, settings, strategies as st
+
+from dynshape.testing.matmul_direct import gemm
+from dynshape_kernels.abi.tiles import MATMUL_INPLACE_SLOT as SLOT
+
+SETTINGS = settings(max_examples=50, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _a(rng, M, K, dt, layout):
+    if layout == "c":
+        return rng.standard_normal((M, K)).astype(dt)
+    if layout == "t":
+        return rng.standard_normal((K, M)).astype(dt).T
+    if layout == "neg":
+        return rng.standard_normal((M, 2 * K)).astype(dt)[::-1, ::-2]
+    return rng.standard_normal((3 * M, K + 5)).astype(dt)[::3, 2:K + 2]
+
+
+def _b(rng, K, N, dt, layout, nb):
+    """(nb, K, N) with unit column stride (the in-place condition), framed by NaN: a read past
+    a row's last column would only reach NaN, which must never show in the result."""
+    wide = np.full((nb, 2 * K + 1, N + 17), np.nan, dt)
+    wide[:, :, 3:N + 3] = rng.standard_normal((nb, 2 * K + 1, N))
+    if layout == "c":
+        return wide[:, :K, 3:N + 3]
+    if layout == "rev":                  # negative row stride
+        return wide[:, K - 1::-1, 3:N + 3]
+    return wide[:, 1::2, 3:N + 3]        # every other row
+
+
+@SETTINGS
+@example(nb=2, M=17, N=33, K=64, dt=np.float32, la="c", lb="c", seed=0)
+@example(nb=1, M=13, N=49, K=300, dt=np.float32, la="t", lb="rev", seed=1)
+@example(nb=1, M=48, N=192, K=520, dt=np.float64, la="c", lb="c", seed=2)
+@given(nb=st.integers(1, 3), M=st.integers(1, 60),
+       N=st.one_of(st.integers(1, 200), st.sampled_from([1, 15, 16, 17, 31, 32, 33, 47, 48, 49])),
+       K=st.one_of(st.integers(1, 80), st.integers(250, 530)),
+       dt=st.sampled_from([np.float32, np.float64]), la=st.sampled_from(["c", "t", "neg", "rows"]),
+       lb=st.sampled_from(["c", "rev", "rows"]), seed=st.integers(0, 2**31))
+def test_inplace_slot_matches_numpy(nb, M, N, K, dt, la, lb, seed):
+    """Every M tail (rows mod 6), N tail (1, 2 and 3 vectors, any lane count), K in one and in
+    several blocks (accumulating), and the output written only inside its frame."""
+    rng = np.random.default_rng(seed)
+    a = np.stack([_a(rng, M, K, dt, la) for _ in range(nb)])
+    b = _b(rng, K, N, dt, lb, nb)
+    frame = np.full((nb, M + 2, N + 4), 7.0, dt)
+    out = frame[:, 1:M + 1, 2:N + 2]
+    gemm(a, b, out=out, slot=SLOT)
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    tol = (3e-5 if dt == np.float32 else 1e-12) * max(1.0, K ** 0.5) * max(1.0, np.abs(ref).max())
+    np.testing.assert_allclose(out, ref, rtol=0, atol=tol)
+    inner = np.zeros(frame.shape, bool)
+    inner[:, 1:M + 1, 2:N + 2] = True
+    assert (frame[~inner] == 7.0).all()
+
+
+def test_inplace_slot_with_epilogue():
+    """alpha, beta with C_in, bias and relu after an in-place tile."""
+    rng = np.random.default_rng(3)
+    M, N, K = 23, 41, 70
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    c = rng.standard_normal((M, N)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    out = gemm(a, b, alpha=0.5, beta=-1.0, c=c, bias=bias, act="relu", slot=SLOT)
+    ref = np.maximum(0.5 * (a.astype(np.float64) @ b) - c + bias, 0)
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-4)
+
+
+_GUARD = textwrap.dedent("""
+    import ctypes, mmap
+    import numpy as np
+    from dynshape.testing.matmul_direct import gemm
+    from dynshape_kernels.abi.tiles import MATMUL_INPLACE_SLOT as SLOT
+    PAGE = mmap.PAGESIZE
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def at_page_end(shape, dt):
+        # an array whose last byte is the last byte of a page followed by an unmapped page
+        m = mmap.mmap(-1, 2 * PAGE)
+        raw = np.frombuffer(m, np.uint8)
+        base = raw.ctypes.data
+        assert libc.mprotect(ctypes.c_void_p(base + PAGE), PAGE, 0) == 0
+        n = int(np.prod(shape)) * np.dtype(dt).itemsize
+        x = np.frombuffer(m, dt, count=int(np.prod(shape)), offset=PAGE - n).reshape(shape)
+        keep.append(m)
+        return x
+
+    keep = []
+    rng = np.random.default_rng(0)
+    for dt, (M, K, N) in ((np.float32, (17, 31, 33)), (np.float32, (5, 20, 1)),
+                          (np.float64, (11, 9, 19))):
+        a = at_page_end((M, K), dt)
+        b = at_page_end((K, N), dt)
+        a[...] = rng.standard_normal((M, K))
+        b[...] = rng.standard_normal((K, N))
+        out = gemm(a, b, slot=SLOT)
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=0, atol=1e-4)
+    print("ok")
+""")
+
+
+def test_inplace_slot_reads_nothing_past_its_operands():
+    """B's last row and A's last row end a readable page; the next page is unmapped. A full
+    (unmasked) vector load of B's N tail, or a read of an M-tail row past A's last row, would
+    kill the process with a segmentation fault (run in a child process for a clean report)."""
+    r = subprocess.run([sys.executable, "-c", _GUARD], capture_output=True, text=True,
+                       env=dict(os.environ), timeout=600)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (r.returncode, r.stderr[-2000:])
