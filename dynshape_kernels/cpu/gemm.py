@@ -225,6 +225,11 @@ def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf,
     # the in-place slot with a row-contiguous B: nothing packed, both operands read in place
     inplace = (slot == INPLACE_SLOT and b_cs == 1 and not holds_half(b_buf)
                and not holds_half(a_buf))
+    # ... and a plain product (no alpha, C_in, bias, activation or epilogue program) goes
+    # straight into a row-contiguous C: no accumulator tile, no epilogue pass
+    direct_c = (inplace and K > 0 and alpha == 1.0 and beta == 0.0 and has_bias == 0
+                and act == 0 and prog.shape[0] == 0 and c_cs == 1)
+    c0 = c_off + bt * c_bs + m0 * c_rs + n0 * c_cs
     # B read in place (row-contiguous B, tile with a single A panel, so a
     # packed B would be used once): the nfull whole NR-panels are direct,
     # only the N-tail panel is packed.
@@ -243,9 +248,13 @@ def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf,
         pc = kb * KC
         kc = min(KC, K - pc)
         acc = 1 if kb > 0 else 0
+        if direct_c:
+            _inplace_tile(kc, a_buf, a0 + pc * a_cs, a_rs, a_cs, mv, b_buf, b0 + pc * b_rs,
+                          b_rs, nv, c_buf, c0, c_rs, acc)
+            continue
         if inplace:
             _inplace_tile(kc, a_buf, a0 + pc * a_cs, a_rs, a_cs, mv, b_buf, b0 + pc * b_rs,
-                          b_rs, nv, ws_c, ldc, acc)
+                          b_rs, nv, ws_c, np.int64(0), ldc, acc)
             continue
         pack_a(a_buf, a0 + pc * a_cs, a_rs, a_cs, mv, kc, MR, ws_a)
         pbo = kb * KC * NC if reuse else 0
@@ -271,8 +280,9 @@ def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf,
         b_state[5] = K
     else:
         b_state[0] = 0
-    _epilogue(ws_c, ldc, mv, nv, c_buf, c_off + bt * c_bs + m0 * c_rs + n0 * c_cs,
-              c_rs, c_cs, alpha, beta,
+    if direct_c:
+        return
+    _epilogue(ws_c, ldc, mv, nv, c_buf, c0, c_rs, c_cs, alpha, beta,
               cin_buf, cin_off + bt * cin_bs + m0 * cin_rs + n0 * cin_cs, cin_rs, cin_cs,
               bias_buf, bias_off + n0 * bias_s, bias_s, has_bias, act,
               m0, n0, bt, prog, pattrs, sides, sgeo)

@@ -6,20 +6,23 @@ arithmetic: A is transposed into MR-row panels and B copied into zero-padded NR-
 panels for a micro-tile that is used once or twice. This kernel instead
 
 * broadcasts ``A[r, k]`` straight from A's rows (any column stride); the rows of an M-tail
-  micro-tile past the last valid row repeat that row, so nothing is read out of A's bounds
-  and the extra rows of the result are garbage that the caller never stores;
+  micro-tile past the last valid row repeat that row, so nothing is read out of A's bounds,
+  and their results are dropped;
 * loads B's rows in place (unit column stride, any row stride) with AVX-512 masked loads:
   columns past ``ncols`` are neither read nor faulted on, they load as zero, so the N tail
-  needs no padded copy.
+  needs no padded copy;
+* stores with the same masks, row by row up to the valid rows, so a plain product can go
+  straight into the output.
 
 Contract of ``uk(kc, pa, a_off, lda, acs, rows, pb, b_off, ldb, ncols, cb, cb_off, ldc,
 accumulate)``, NV vectors of W lanes (W = 16 float32, 8 float64; NR = NV * W):
 
 * ``A[r, k] = pa[a_off + min(r, rows - 1)*lda + k*acs]`` for r < MR, k < kc, ``rows >= 1``;
 * ``B[k, j] = pb[b_off + k*ldb + j]`` for k < kc, j < ncols, ``1 <= ncols <= NR``;
-* ``cb[cb_off + r*ldc + j]`` for r < MR, j < NR receives ``sum_k A[r, k] B[k, j]`` (added to
-  what is there when ``accumulate != 0``); the lanes past ``ncols`` receive 0 (plus their old
-  value) and the rows past ``rows`` a copy of the last row's result.
+* ``cb[cb_off + r*ldc + j]`` for r < rows, j < ncols receives ``sum_k A[r, k] B[k, j]``
+  (added to what is there when ``accumulate != 0``), with masked stores: nothing else of
+  ``cb`` is read or written, so ``cb`` may be the output itself (``ldc`` its row stride, any
+  sign) as well as an accumulator tile.
 * ``kc >= 1``; all offsets and strides int64 elements, any sign; no bounds checks.
 """
 from llvmlite import ir
@@ -129,20 +132,26 @@ def make_inplace_ukernel(MR, NV):
             builder.cbranch(builder.icmp_signed('<', itn, kc), loop, after)
 
             builder.position_at_end(after)
+            mstore = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [vty, vpty, i32, mty]),
+                "llvm.masked.store.v%df%d.p0" % (W, 64 if is64 else 32))
             isacc = builder.icmp_unsigned('!=', accf, c64(0))
-            ptrs = []
             for r in range(MR):
-                rowp = builder.gep(cb_p, [builder.mul(ldc, c64(r))], inbounds=True)
-                for v in range(NV):
-                    ptrs.append(builder.bitcast(builder.gep(rowp, [c64(v * W)], inbounds=True),
-                                                vpty))
-            with builder.if_else(isacc) as (then, otherwise):
-                with then:
-                    for q, val in zip(ptrs, cur):
-                        builder.store(builder.fadd(builder.load(q, align=eb), val), q, align=eb)
-                with otherwise:
-                    for q, val in zip(ptrs, cur):
-                        builder.store(val, q, align=eb)
+                # rows past ``rows`` and lanes past ``ncols`` are neither read nor written
+                with builder.if_then(builder.icmp_signed('<', c64(r), rows)):
+                    rowp = builder.gep(cb_p, [builder.mul(ldc, c64(r))], inbounds=False)
+                    qs = [builder.bitcast(builder.gep(rowp, [c64(v * W)], inbounds=False), vpty)
+                          for v in range(NV)]
+                    vals = cur[r * NV:(r + 1) * NV]
+                    with builder.if_else(isacc) as (then, otherwise):
+                        with then:
+                            for v, (q, val) in enumerate(zip(qs, vals)):
+                                old = builder.call(mload, [q, ir.Constant(i32, eb), masks[v], zero])
+                                builder.call(mstore, [builder.fadd(old, val), q,
+                                                      ir.Constant(i32, eb), masks[v]])
+                        with otherwise:
+                            for v, (q, val) in enumerate(zip(qs, vals)):
+                                builder.call(mstore, [val, q, ir.Constant(i32, eb), masks[v]])
             return context.get_dummy_value()
 
         return sig, codegen

@@ -100,22 +100,22 @@ def _dot_a_rows_impl(a_buf, off, a_rs, a_cs, pc, rows, kc, MR, ws_a):
     return impl
 
 
-def _inplace_tile(kc, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, ws_c, ldc, acc):
+def _inplace_tile(kc, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, cb, c0, ldc, acc):
     """The in-place slot's mv x nv tile over one K block: ``A[i, k] = a_buf[a0 + i*a_rs +
     k*a_cs]`` and ``B[k, j] = b_buf[b0 + k*b_rs + j]`` (B row-contiguous) read where they lie
-    by the in-place micro-kernels, the result in the accumulator tile ``ws_c`` (row stride
-    ldc; added when ``acc``). Never called for half-precision operands (the caller packs
+    by the in-place micro-kernels, the result in ``cb[c0 + i*ldc + j]`` (added when ``acc``):
+    an accumulator tile or the output itself, of which nothing else is touched. Never called for half-precision operands (the caller packs
     them): a no-op for those, so that the driver types for every format."""
 
 
 @overload(_inplace_tile)
-def _inplace_tile_impl(kc, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, ws_c, ldc, acc):
+def _inplace_tile_impl(kc, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, cb, c0, ldc, acc):
     if is_half(a_buf.dtype) or is_half(b_buf.dtype):
-        return lambda kc, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, ws_c, ldc, acc: None
-    W = 512 // ws_c.dtype.bitwidth  # lanes of a 512-bit vector
+        return lambda kc, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, cb, c0, ldc, acc: None
+    W = 512 // cb.dtype.bitwidth  # lanes of a 512-bit vector
     MR, NR = _IN_MR, 3 * W
 
-    def impl(kc, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, ws_c, ldc, acc):
+    def impl(kc, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, cb, c0, ldc, acc):
         mpan = (mv + MR - 1) // MR
         npan = (nv + NR - 1) // NR
         for jr in range(npan):
@@ -124,14 +124,14 @@ def _inplace_tile_impl(kc, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, ws_c,
             for ir in range(mpan):
                 rows = min(MR, mv - ir * MR)
                 ao = a0 + ir * MR * a_rs
-                co = ir * MR * ldc + jr * NR
+                co = c0 + ir * MR * ldc + jr * NR
                 if ncols > 2 * W:
-                    _uki3(kc, a_buf, ao, a_rs, a_cs, rows, b_buf, bo, b_rs, ncols, ws_c, co,
+                    _uki3(kc, a_buf, ao, a_rs, a_cs, rows, b_buf, bo, b_rs, ncols, cb, co,
                           ldc, acc)
                 elif ncols > W:
-                    _uki2(kc, a_buf, ao, a_rs, a_cs, rows, b_buf, bo, b_rs, ncols, ws_c, co,
+                    _uki2(kc, a_buf, ao, a_rs, a_cs, rows, b_buf, bo, b_rs, ncols, cb, co,
                           ldc, acc)
                 else:
-                    _uki1(kc, a_buf, ao, a_rs, a_cs, rows, b_buf, bo, b_rs, ncols, ws_c, co,
+                    _uki1(kc, a_buf, ao, a_rs, a_cs, rows, b_buf, bo, b_rs, ncols, cb, co,
                           ldc, acc)
     return impl

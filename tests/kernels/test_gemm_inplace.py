@@ -101,21 +101,25 @@ _GUARD = textwrap.dedent("""
     keep = []
     rng = np.random.default_rng(0)
     for dt, (M, K, N) in ((np.float32, (17, 31, 33)), (np.float32, (5, 20, 1)),
-                          (np.float64, (11, 9, 19))):
+                          (np.float64, (11, 9, 19)), (np.float32, (3, 300, 3))):
         a = at_page_end((M, K), dt)
         b = at_page_end((K, N), dt)
         a[...] = rng.standard_normal((M, K))
         b[...] = rng.standard_normal((K, N))
-        out = gemm(a, b, slot=SLOT)
-        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=0, atol=1e-4)
+        # the output too: a plain product is stored (and, over several K blocks, added to)
+        # in place, with the N tail's lanes masked
+        out = at_page_end((M, N), dt)
+        gemm(a, b, out=out, slot=SLOT)
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=0, atol=1e-3)
     print("ok")
 """)
 
 
 def test_inplace_slot_reads_nothing_past_its_operands():
-    """B's last row and A's last row end a readable page; the next page is unmapped. A full
-    (unmasked) vector load of B's N tail, or a read of an M-tail row past A's last row, would
-    kill the process with a segmentation fault (run in a child process for a clean report)."""
+    """B's, A's and the output's last rows end a readable page; the next page is unmapped. A
+    full (unmasked) vector load of B's N tail or of the output's (when K blocks add up), an
+    unmasked store, or a read of an M-tail row past A's last row would kill the process with
+    a segmentation fault (run in a child process for a clean report)."""
     r = subprocess.run([sys.executable, "-c", _GUARD], capture_output=True, text=True,
                        env=dict(os.environ), timeout=600)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (r.returncode, r.stderr[-2000:])
