@@ -15,7 +15,8 @@ its packing traffic (A per tile, B once per run of tiles sharing a B panel) and 
 overhead, and takes the makespan over the driver's contiguous per-thread chunks.
 """
 import numpy as np
-from dynshape_kernels.abi.tiles import (MATMUL_DOT_SLOT as DOT_SLOT,
+from dynshape_kernels.abi.tiles import (MATMUL_A_ROWS_SLOT as A_ROWS_SLOT,
+                                        MATMUL_DOT_SLOT as DOT_SLOT,
                                         MATMUL_INPLACE_SLOT as INPLACE_SLOT,
                                         MATMUL_NSLOTS as NSLOTS, matmul_slots as _slots_for)
 
@@ -68,7 +69,7 @@ def cost(M, N, K, batch, dtype, slot, tm, tn, nthreads, a_k_contiguous=True,
     """Model time (ns) of a tiling: makespan of the driver's per-thread chunks.
 
     Per tile: padded micro-tile FLOPs at the slot's rate, A packed (or read in place by the
-    dot slot and the in-place slot), B packed once per column of tiles (or read in place by
+    dot, A-rows and in-place slots), B packed once per column of tiles (or read in place by
     tiles of a single micro-panel row, and by the in-place slot's tiles, when B is
     row-contiguous, as the kernels do), the epilogue's stores and a fixed overhead. The
     in-place slot's micro-tiles are padded to whole vectors, not to NR: its kernels compute
@@ -79,7 +80,8 @@ def cost(M, N, K, batch, dtype, slot, tm, tn, nthreads, a_k_contiguous=True,
     pack = PACK_NS[dtype]
     name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     read = READ_NS_PER_BYTE * ITEMSIZE[name]
-    inplace = slot == INPLACE_SLOT and b_n_contiguous and name in ("float32", "float64")
+    full = name in ("float32", "float64")     # not half precision (always packed)
+    inplace = slot == INPLACE_SLOT and b_n_contiguous and full
     nm, nn = -(-M // tm), -(-N // tn)
     mv = np.minimum(tm, M - np.arange(nm) * tm)
     nv = np.minimum(tn, N - np.arange(nn) * tn)
@@ -89,7 +91,8 @@ def cost(M, N, K, batch, dtype, slot, tm, tn, nthreads, a_k_contiguous=True,
     # tiles in the table's order: batch, then n, then m (B panel shared down a column)
     t = 2.0 * K * pn[:, None] * pm[None, :] / rate
     t = t + STORE_NS * nv[:, None] * mv[None, :] + TILE_NS
-    a_cost = (read if (slot == DOT_SLOT and a_k_contiguous) or inplace else pack) * K * mv
+    a_rows = a_k_contiguous and (slot == DOT_SLOT or (slot == A_ROWS_SLOT and full))
+    a_cost = (read if a_rows or inplace else pack) * K * mv
     t = t + a_cost[None, :]
     direct = b_n_contiguous and slot != DOT_SLOT and (tm <= MR or inplace)
     if direct:

@@ -41,6 +41,9 @@ MATMUL_DOT_SLOT = 4
 #: the slot whose tiles read A and B in place (no packing) when B is row-contiguous and
 #: neither operand is half precision: the small/medium tiles of batched small GEMMs
 MATMUL_INPLACE_SLOT = 1
+#: the slot whose micro-kernel reads a k-contiguous A from its rows (B still packed) instead
+#: of packing A into micro-panels, for operands that are not half precision
+MATMUL_A_ROWS_SLOT = 0
 
 
 def matmul_slots(dtype):

@@ -40,15 +40,15 @@ import numpy as np
 from numba import njit, prange, types
 
 from ..abi.step_program import MAX_SIDES
-from ..abi.tiles import (MATMUL_DOT_SLOT, MATMUL_INPLACE_SLOT, MATMUL_NSLOTS, MATMUL_SLOTS_F32,
-                         MATMUL_SLOTS_F64,
+from ..abi.tiles import (MATMUL_A_ROWS_SLOT, MATMUL_DOT_SLOT, MATMUL_INPLACE_SLOT, MATMUL_NSLOTS,
+                         MATMUL_SLOTS_F32, MATMUL_SLOTS_F64,
                          matmul_slots)
 from ..abi.storage import carrier, compute
 from .half import compute_empty, load, store
 from .steps import apply_steps_as
 from .switches import map_inplace
-from .gemm_operands import (_call_uk, _direct_b_panels, _dot_a_rows, _inplace_tile,
-                            _slot_cfg_stub, _ukd4, holds_half)
+from .gemm_operands import (_a_rows_panel, _call_uk, _direct_b_panels, _dot_a_rows,
+                            _inplace_tile, _slot_cfg_stub, _ukd4, holds_half)
 from .gemm_pack import _aligned_empty, _kc_block, _pack_bt, _pack_rows, pack_a, pack_b  # noqa: F401
 from .gemm_ukernel import load_at, store_at
 
@@ -59,6 +59,7 @@ SLOTS_F32, SLOTS_F64 = MATMUL_SLOTS_F32, MATMUL_SLOTS_F64
 NSLOTS = MATMUL_NSLOTS
 DOT_SLOT = MATMUL_DOT_SLOT
 INPLACE_SLOT = MATMUL_INPLACE_SLOT
+A_ROWS_SLOT = MATMUL_A_ROWS_SLOT
 
 # max elements of the per-thread whole-K packed-B cache (reuse across tiles)
 _BREUSE_MAX_ELEMS = 2 * 1024 * 1024
@@ -236,6 +237,8 @@ def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf,
     direct = b_cs == 1 and mpan == 1 and not holds_half(b_buf) and not inplace
     nfull = nv // NR if direct else 0
     direct_b = nfull > 0
+    # the A-rows slot reads a k-contiguous A from its rows (B packed): A is never packed
+    a_rows = slot == A_ROWS_SLOT and a_cs == 1 and not direct_b and not holds_half(a_buf)
     # whole-K packed-B cache, reused by consecutive tiles with the same B panel
     reuse = (not direct_b) and (not inplace) and nkb * KC * NC <= ws_b.size
     same_b = (reuse and b_state[0] == 1 and b_state[1] == slot and b_state[2] == n0
@@ -256,8 +259,9 @@ def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf,
             _inplace_tile(kc, a_buf, a0 + pc * a_cs, a_rs, a_cs, mv, b_buf, b0 + pc * b_rs,
                           b_rs, nv, ws_c, np.int64(0), ldc, acc)
             continue
-        pack_a(a_buf, a0 + pc * a_cs, a_rs, a_cs, mv, kc, MR, ws_a)
         pbo = kb * KC * NC if reuse else 0
+        if not a_rows:
+            pack_a(a_buf, a0 + pc * a_cs, a_rs, a_cs, mv, kc, MR, ws_a)
         if direct_b:
             db0 = b0 + pc * b_rs
             _direct_b_panels(slot, kc, ws_a, b_buf, db0, nfull, NR, b_rs, ws_c, ldc, acc)
@@ -269,8 +273,13 @@ def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf,
                 pack_b(b_buf, b0 + pc * b_rs, b_rs, b_cs, kc, nv, NR, ws_b, pbo)
             for jr in range(npan):
                 for ir in range(mpan):
-                    _call_uk(slot, kc, ws_a, ir * MR * kc, ws_b, pbo + jr * NR * kc, NR,
-                             ws_c, ir * MR * ldc + jr * NR, ldc, acc)
+                    if a_rows:
+                        _a_rows_panel(kc, a_buf, a0 + pc + ir * MR * a_rs, a_rs,
+                                      min(MR, mv - ir * MR), ws_b, pbo + jr * NR * kc, NR,
+                                      ws_c, ir * MR * ldc + jr * NR, ldc, acc)
+                    else:
+                        _call_uk(slot, kc, ws_a, ir * MR * kc, ws_b, pbo + jr * NR * kc, NR,
+                                 ws_c, ir * MR * ldc + jr * NR, ldc, acc)
     if reuse:
         b_state[0] = 1
         b_state[1] = slot

@@ -6,8 +6,8 @@ to float32 for the float32 micro-kernels, which never see a carrier."""
 from numba import njit, types
 from numba.extending import overload
 
-from ..abi.tiles import (MATMUL_INPLACE_SLOT as INPLACE_SLOT, MATMUL_SLOTS_F32 as SLOTS_F32,
-                         MATMUL_SLOTS_F64 as SLOTS_F64)
+from ..abi.tiles import (MATMUL_A_ROWS_SLOT as A_ROWS_SLOT, MATMUL_INPLACE_SLOT as INPLACE_SLOT,
+                         MATMUL_SLOTS_F32 as SLOTS_F32, MATMUL_SLOTS_F64 as SLOTS_F64)
 from .gemm_inplace import make_inplace_ukernel
 from .gemm_pack import _pack_rows
 from .gemm_ukernel import make_dot_ukernel, make_ukernel
@@ -26,6 +26,9 @@ assert (SLOTS_F64[INPLACE_SLOT][0] == _IN_MR and SLOTS_F32[INPLACE_SLOT][1] == 3
 _uki1 = make_inplace_ukernel(_IN_MR, 1)
 _uki2 = make_inplace_ukernel(_IN_MR, 2)
 _uki3 = make_inplace_ukernel(_IN_MR, 3)
+# the A-rows slot's kernel: its MR x NR micro-tile with A read from its rows, B packed
+assert SLOTS_F32[A_ROWS_SLOT][:2] == (6, 4 * 16) and SLOTS_F64[A_ROWS_SLOT][:2] == (6, 4 * 8)
+_uka0 = make_inplace_ukernel(6, 4)
 
 
 def _slot_cfg_stub(arr):
@@ -104,8 +107,9 @@ def _inplace_tile(kc, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, cb, c0, ld
     """The in-place slot's mv x nv tile over one K block: ``A[i, k] = a_buf[a0 + i*a_rs +
     k*a_cs]`` and ``B[k, j] = b_buf[b0 + k*b_rs + j]`` (B row-contiguous) read where they lie
     by the in-place micro-kernels, the result in ``cb[c0 + i*ldc + j]`` (added when ``acc``):
-    an accumulator tile or the output itself, of which nothing else is touched. Never called for half-precision operands (the caller packs
-    them): a no-op for those, so that the driver types for every format."""
+    an accumulator tile or the output itself, of which nothing else is touched. Never called
+    for half-precision operands (the caller packs them): a no-op for those, so that the
+    driver types for every format."""
 
 
 @overload(_inplace_tile)
@@ -134,4 +138,24 @@ def _inplace_tile_impl(kc, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, cb, c
                 else:
                     _uki1(kc, a_buf, ao, a_rs, a_cs, rows, b_buf, bo, b_rs, ncols, cb, co,
                           ldc, acc)
+    return impl
+
+
+
+def _a_rows_panel(kc, a_buf, ao, a_rs, rows, pb, pbo, NR, cb, co, ldc, acc):
+    """One micro-tile of the A-rows slot: ``A[r, k] = a_buf[ao + r*a_rs + k]`` for r < rows
+    (k-contiguous rows, read where they lie), B the packed panel at ``pb[pbo:]`` (row stride
+    NR, whole), the MR x NR result in ``cb[co + r*ldc + j]`` (rows < rows; added when
+    ``acc``). Packing A cost 8.8% of a 1024^3 product: a transposition of 6 rows, element by
+    element, repeated for every tile of a row of tiles. Never called for a half-precision A
+    (packing widens it): a no-op for those."""
+
+
+@overload(_a_rows_panel)
+def _a_rows_panel_impl(kc, a_buf, ao, a_rs, rows, pb, pbo, NR, cb, co, ldc, acc):
+    if is_half(a_buf.dtype):
+        return lambda kc, a_buf, ao, a_rs, rows, pb, pbo, NR, cb, co, ldc, acc: None
+
+    def impl(kc, a_buf, ao, a_rs, rows, pb, pbo, NR, cb, co, ldc, acc):
+        _uka0(kc, a_buf, ao, a_rs, 1, rows, pb, pbo, NR, NR, cb, co, ldc, acc)
     return impl

@@ -1,8 +1,9 @@
-"""The in-place slot of the GEMM driver (gemm_inplace.py): tiles of the small/medium slot with
-a row-contiguous B read A and B where they lie, with masked loads for the N tail and repeated
-rows for the M tail. Checked against NumPy on every tail, K blocking, strides of any sign and
-batches; the output's surroundings stay untouched; and B and A placed at the very end of a
-readable page (the next page unmapped) are read without a fault."""
+"""Operands the GEMM driver reads where they lie (gemm_inplace.py's micro-kernel): the in-place
+slot's tiles with a row-contiguous B read A and B in place, with masked loads for the N tail
+and repeated rows for the M tail; the A-rows slot reads a k-contiguous A from its rows (B
+packed). Checked against NumPy on every tail, K blocking, strides of any sign and batches;
+the output's surroundings stay untouched; and operands placed at the very end of a readable
+page (the next page unmapped) are read without a fault."""
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from dynshape.testing.matmul_direct import gemm
-from dynshape_kernels.abi.tiles import MATMUL_INPLACE_SLOT as SLOT
+from dynshape_kernels.abi.tiles import MATMUL_A_ROWS_SLOT as A_ROWS, MATMUL_INPLACE_SLOT as SLOT
 
 SETTINGS = settings(max_examples=50, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -66,6 +67,32 @@ def test_inplace_slot_matches_numpy(nb, M, N, K, dt, la, lb, seed):
     assert (frame[~inner] == 7.0).all()
 
 
+@SETTINGS
+@example(M=17, N=70, K=64, dt=np.float32, la="rev", lb="t", seed=0)
+@example(M=200, N=130, K=600, dt=np.float64, la="rows", lb="c", seed=1)
+@given(M=st.integers(7, 220), N=st.integers(1, 140),
+       K=st.one_of(st.integers(1, 80), st.integers(250, 600)),
+       dt=st.sampled_from([np.float32, np.float64]), la=st.sampled_from(["c", "rev", "rows"]),
+       lb=st.sampled_from(["c", "t"]), seed=st.integers(0, 2**31))
+def test_a_rows_slot_matches_numpy(M, N, K, dt, la, lb, seed):
+    """The A-rows slot with a k-contiguous A (rows in order, reversed, or every third row of a
+    wider array): every M tail, several A panels and K blocks, B packed from either layout."""
+    rng = np.random.default_rng(seed)
+    wide = rng.standard_normal((3 * M, K + 4)).astype(dt)
+    a = {"c": wide[:M, :K], "rev": wide[M - 1::-1, 2:K + 2], "rows": wide[::3, 1:K + 1]}[la]
+    b = rng.standard_normal((K, N)).astype(dt) if lb == "c" else \
+        rng.standard_normal((N, K)).astype(dt).T
+    frame = np.full((M + 2, N + 2), 7.0, dt)
+    out = frame[1:M + 1, 1:N + 1]
+    gemm(a, b, out=out, slot=A_ROWS)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    tol = (3e-5 if dt == np.float32 else 1e-12) * max(1.0, K ** 0.5) * max(1.0, np.abs(ref).max())
+    np.testing.assert_allclose(out, ref, rtol=0, atol=tol)
+    inner = np.zeros(frame.shape, bool)
+    inner[1:M + 1, 1:N + 1] = True
+    assert (frame[~inner] == 7.0).all()
+
+
 def test_inplace_slot_with_epilogue():
     """alpha, beta with C_in, bias and relu after an in-place tile."""
     rng = np.random.default_rng(3)
@@ -83,7 +110,7 @@ _GUARD = textwrap.dedent("""
     import ctypes, mmap
     import numpy as np
     from dynshape.testing.matmul_direct import gemm
-    from dynshape_kernels.abi.tiles import MATMUL_INPLACE_SLOT as SLOT
+    from dynshape_kernels.abi.tiles import MATMUL_A_ROWS_SLOT as A_ROWS, MATMUL_INPLACE_SLOT as SLOT
     PAGE = mmap.PAGESIZE
     libc = ctypes.CDLL(None, use_errno=True)
 
@@ -111,6 +138,13 @@ _GUARD = textwrap.dedent("""
         out = at_page_end((M, N), dt)
         gemm(a, b, out=out, slot=SLOT)
         np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=0, atol=1e-3)
+    # the A-rows slot: an M-tail micro-tile's extra rows repeat A's last row, never past it
+    for dt, (M, K, N) in ((np.float32, (17, 40, 70)), (np.float64, (13, 30, 9))):
+        a = at_page_end((M, K), dt)
+        a[...] = rng.standard_normal((M, K))
+        b = rng.standard_normal((K, N)).astype(dt)
+        out = gemm(a, b, slot=A_ROWS)
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=0, atol=1e-4)
     print("ok")
 """)
 
@@ -118,8 +152,9 @@ _GUARD = textwrap.dedent("""
 def test_inplace_slot_reads_nothing_past_its_operands():
     """B's, A's and the output's last rows end a readable page; the next page is unmapped. A
     full (unmasked) vector load of B's N tail or of the output's (when K blocks add up), an
-    unmasked store, or a read of an M-tail row past A's last row would kill the process with
-    a segmentation fault (run in a child process for a clean report)."""
+    unmasked store, or a read of an M-tail row past A's last row (in-place and A-rows slots)
+    would kill the process with a segmentation fault (run in a child process for a clean
+    report)."""
     r = subprocess.run([sys.executable, "-c", _GUARD], capture_output=True, text=True,
                        env=dict(os.environ), timeout=600)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (r.returncode, r.stderr[-2000:])
