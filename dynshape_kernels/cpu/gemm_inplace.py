@@ -30,7 +30,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .gemm_ukernel import _vec_width
+from .gemm_ukernel import _vec_width, ir_basics
 
 
 def make_inplace_ukernel(MR, NV):
@@ -54,19 +54,9 @@ def make_inplace_ukernel(MR, NV):
         def codegen(context, builder, sig, args):
             (kc, pa_v, a_off, lda, acs, rows, pb_v, b_off, ldb, ncols, cb_v, cb_off, ldc,
              accf) = args
-            fty = ir.DoubleType() if is64 else ir.FloatType()
-            vty = ir.VectorType(fty, W)
-            vpty = vty.as_pointer()
-            i64 = ir.IntType(64)
-            i32 = ir.IntType(32)
+            fty, vty, vpty, i64, i32, eb, data, c64, fma = ir_basics(context, builder, sig,
+                                                                     is64, W)
             i1 = ir.IntType(1)
-            eb = 8 if is64 else 4
-
-            def data(i, v):
-                return cgutils.create_struct_proxy(sig.args[i])(context, builder, value=v).data
-
-            def c64(x):
-                return ir.Constant(i64, x)
 
             a_p = builder.gep(data(1, pa_v), [a_off], inbounds=False)
             b_p = builder.gep(data(6, pb_v), [b_off], inbounds=False)
@@ -76,9 +66,6 @@ def make_inplace_ukernel(MR, NV):
             for r in range(MR):
                 rr = builder.select(builder.icmp_signed('<', c64(r), rows), c64(r), last)
                 arows.append(builder.gep(a_p, [builder.mul(rr, lda)], inbounds=False))
-            fma = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vty, [vty, vty, vty]),
-                "llvm.fma.v%df%d" % (W, 64 if is64 else 32))
             mty = ir.VectorType(i1, W)
             mload = cgutils.get_or_insert_function(
                 builder.module, ir.FunctionType(vty, [vpty, i32, mty, vty]),

@@ -38,6 +38,26 @@ def _vec_width(dtype):
     return VEC_BYTES // (8 if dtype == types.float64 else 4)
 
 
+def ir_basics(context, builder, sig, is64, W):
+    """What every micro-kernel's codegen starts with: (float type, W-lane vector type, its
+    pointer type, i64, i32, element bytes, ``data(i, value)`` the data pointer of array
+    argument i, ``c64(x)`` an i64 constant, the ``llvm.fma`` of the vector type)."""
+    fty = ir.DoubleType() if is64 else ir.FloatType()
+    vty = ir.VectorType(fty, W)
+    i64 = ir.IntType(64)
+
+    def data(i, v):
+        return cgutils.create_struct_proxy(sig.args[i])(context, builder, value=v).data
+
+    def c64(x):
+        return ir.Constant(i64, x)
+
+    fma = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(vty, [vty, vty, vty]),
+        "llvm.fma.v%df%d" % (W, 64 if is64 else 32))
+    return fty, vty, vty.as_pointer(), i64, ir.IntType(32), 8 if is64 else 4, data, c64, fma
+
+
 def make_ukernel(cfg32, cfg64, pf_dist=0):
     """Return an intrinsic micro-kernel. cfgXX = (MR, NV) for that dtype.
     ``pf_dist > 0``: software-prefetch the B row ``pf_dist`` k-steps ahead
@@ -60,25 +80,12 @@ def make_ukernel(cfg32, cfg64, pf_dist=0):
 
         def codegen(context, builder, sig, args):
             kc, pa_v, pa_off, pb_v, pb_off, ldb, cb_v, cb_off, ldc, accf = args
-            fty = ir.DoubleType() if is64 else ir.FloatType()
-            vty = ir.VectorType(fty, W)
-            vpty = vty.as_pointer()
-            i64 = ir.IntType(64)
-            i32 = ir.IntType(32)
-            eb = 8 if is64 else 4
-
-            def data(i, v):
-                return cgutils.create_struct_proxy(sig.args[i])(context, builder, value=v).data
-
-            def c64(x):
-                return ir.Constant(i64, x)
+            fty, vty, vpty, i64, i32, eb, data, c64, fma = ir_basics(context, builder, sig,
+                                                                     is64, W)
 
             pa_p = builder.gep(data(1, pa_v), [pa_off], inbounds=True)
             pb_p = builder.gep(data(3, pb_v), [pb_off], inbounds=True)
             cb_p = builder.gep(data(6, cb_v), [cb_off], inbounds=True)
-            fma = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vty, [vty, vty, vty]),
-                "llvm.fma.v%df%d" % (W, 64 if is64 else 32))
             zero = ir.Constant(vty, None)
             undef = ir.Constant(vty, ir.Undefined)
             mask0 = ir.Constant(ir.VectorType(i32, W), [0] * W)
@@ -214,27 +221,14 @@ def make_dot_ukernel(MR, NR):
 
         def codegen(context, builder, sig, args):
             kc, pa_v, pa_off, lda, pb_v, pb_off, ldb, cb_v, cb_off, ldc, accf = args
-            fty = ir.DoubleType() if is64 else ir.FloatType()
-            vty = ir.VectorType(fty, W)
-            vpty = vty.as_pointer()
-            i64 = ir.IntType(64)
-            i32 = ir.IntType(32)
-            eb = 8 if is64 else 4
-
-            def data(i, v):
-                return cgutils.create_struct_proxy(sig.args[i])(context, builder, value=v).data
-
-            def c64(x):
-                return ir.Constant(i64, x)
+            fty, vty, vpty, i64, i32, eb, data, c64, fma = ir_basics(context, builder, sig,
+                                                                     is64, W)
 
             pa_p = builder.gep(data(1, pa_v), [pa_off], inbounds=True)
             pb_p = builder.gep(data(4, pb_v), [pb_off], inbounds=True)
             cb_p = builder.gep(data(7, cb_v), [cb_off], inbounds=True)
             arow = [builder.gep(pa_p, [builder.mul(lda, c64(r))], inbounds=True) for r in range(MR)]
             brow = [builder.gep(pb_p, [builder.mul(ldb, c64(j))], inbounds=True) for j in range(NR)]
-            fma = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vty, [vty, vty, vty]),
-                "llvm.fma.v%df%d" % (W, 64 if is64 else 32))
             zero = ir.Constant(vty, None)
             niter = builder.sdiv(kc, c64(W))
             pre = builder.block
