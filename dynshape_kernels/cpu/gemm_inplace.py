@@ -30,7 +30,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .gemm_ukernel import _vec_width, ir_basics
+from .gemm_ukernel import _vec_width, accumulator_phis, ir_basics, outer_product_step
 
 
 def make_inplace_ukernel(MR, NV):
@@ -80,8 +80,6 @@ def make_inplace_ukernel(MR, NV):
                 '<', ir.Constant(ir.VectorType(i32, W), list(range(v * W, v * W + W))), nsplat)
                 for v in range(NV)]
             zero = ir.Constant(vty, None)
-            undef = ir.Constant(vty, ir.Undefined)
-            lane0 = ir.Constant(ir.VectorType(i32, W), [0] * W)
 
             pre = builder.block
             loop = builder.append_basic_block("ukin_loop")
@@ -94,21 +92,13 @@ def make_inplace_ukernel(MR, NV):
             aoff.add_incoming(c64(0), pre)
             bp = builder.phi(b_p.type)
             bp.add_incoming(b_p, pre)
-            accs = []
-            for _ in range(MR * NV):
-                p = builder.phi(vty)
-                p.add_incoming(zero, pre)
-                accs.append(p)
+            accs = accumulator_phis(builder, vty, MR * NV, pre)
             cur = list(accs)
             bv = [builder.call(mload, [builder.bitcast(builder.gep(bp, [c64(v * W)]), vpty),
                                        ir.Constant(i32, eb), masks[v], zero])
                   for v in range(NV)]
-            for r in range(MR):
-                s = builder.load(builder.gep(arows[r], [aoff]), align=eb)
-                bc = builder.shuffle_vector(
-                    builder.insert_element(undef, s, ir.Constant(i32, 0)), undef, lane0)
-                for v in range(NV):
-                    cur[r * NV + v] = builder.call(fma, [bc, bv[v], cur[r * NV + v]])
+            scalars = [builder.load(builder.gep(arows[r], [aoff]), align=eb) for r in range(MR)]
+            outer_product_step(builder, fma, vty, W, scalars, bv, cur)
             itn = builder.add(it, c64(1))
             endb = builder.block
             it.add_incoming(itn, endb)

@@ -58,6 +58,31 @@ def ir_basics(context, builder, sig, is64, W):
     return fty, vty, vty.as_pointer(), i64, ir.IntType(32), 8 if is64 else 4, data, c64, fma
 
 
+def accumulator_phis(builder, vty, n, pre):
+    """``n`` vector phis of the k loop's header, each starting at zero from block ``pre``."""
+    accs = []
+    for _ in range(n):
+        p = builder.phi(vty)
+        p.add_incoming(ir.Constant(vty, None), pre)
+        accs.append(p)
+    return accs
+
+
+def outer_product_step(builder, fma, vty, W, scalars, bv, cur):
+    """One k step of an MR x NV register tile: each of the MR ``scalars`` (A's column)
+    broadcast and multiplied into the NV vectors ``bv`` (B's row), added into ``cur``
+    (row-major list of MR*NV accumulators, updated in place)."""
+    i32 = ir.IntType(32)
+    undef = ir.Constant(vty, ir.Undefined)
+    lane0 = ir.Constant(ir.VectorType(i32, W), [0] * W)
+    NV = len(bv)
+    for r, s in enumerate(scalars):
+        bc = builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(i32, 0)),
+                                    undef, lane0)
+        for v in range(NV):
+            cur[r * NV + v] = builder.call(fma, [bc, bv[v], cur[r * NV + v]])
+
+
 def make_ukernel(cfg32, cfg64, pf_dist=0):
     """Return an intrinsic micro-kernel. cfgXX = (MR, NV) for that dtype.
     ``pf_dist > 0``: software-prefetch the B row ``pf_dist`` k-steps ahead
@@ -86,10 +111,6 @@ def make_ukernel(cfg32, cfg64, pf_dist=0):
             pa_p = builder.gep(data(1, pa_v), [pa_off], inbounds=True)
             pb_p = builder.gep(data(3, pb_v), [pb_off], inbounds=True)
             cb_p = builder.gep(data(6, cb_v), [cb_off], inbounds=True)
-            zero = ir.Constant(vty, None)
-            undef = ir.Constant(vty, ir.Undefined)
-            mask0 = ir.Constant(ir.VectorType(i32, W), [0] * W)
-
             pre = builder.block
             loop = builder.append_basic_block("uk_loop")
             after = builder.append_basic_block("uk_after")
@@ -101,23 +122,15 @@ def make_ukernel(cfg32, cfg64, pf_dist=0):
             pap.add_incoming(pa_p, pre)
             pbp = builder.phi(pb_p.type)
             pbp.add_incoming(pb_p, pre)
-            accs = []
-            for _ in range(MR * NV):
-                p = builder.phi(vty)
-                p.add_incoming(zero, pre)
-                accs.append(p)
+            accs = accumulator_phis(builder, vty, MR * NV, pre)
             cur = list(accs)
             bv = []
             for v in range(NV):
                 q = builder.gep(pbp, [c64(v * W)], inbounds=True)
                 bv.append(builder.load(builder.bitcast(q, vpty), align=eb))
-            for r in range(MR):
-                q = builder.gep(pap, [c64(r)], inbounds=True)
-                s = builder.load(q, align=eb)
-                bc = builder.shuffle_vector(
-                    builder.insert_element(undef, s, ir.Constant(i32, 0)), undef, mask0)
-                for v in range(NV):
-                    cur[r * NV + v] = builder.call(fma, [bc, bv[v], cur[r * NV + v]])
+            scalars = [builder.load(builder.gep(pap, [c64(r)], inbounds=True), align=eb)
+                       for r in range(MR)]
+            outer_product_step(builder, fma, vty, W, scalars, bv, cur)
             if pf_dist > 0:
                 pft = ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), i32, i32, i32])
                 pff = cgutils.get_or_insert_function(builder.module, pft, "llvm.prefetch.p0")
@@ -238,11 +251,7 @@ def make_dot_ukernel(MR, NR):
             builder.position_at_end(loop)
             it = builder.phi(i64)
             it.add_incoming(c64(0), pre)
-            accs = []
-            for _ in range(MR * NR):
-                p = builder.phi(vty)
-                p.add_incoming(zero, pre)
-                accs.append(p)
+            accs = accumulator_phis(builder, vty, MR * NR, pre)
             koff = builder.mul(it, c64(W))
             av = [builder.load(builder.bitcast(builder.gep(arow[r], [koff], inbounds=True), vpty), align=eb)
                   for r in range(MR)]
