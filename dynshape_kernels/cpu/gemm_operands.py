@@ -1,7 +1,7 @@
 """How the GEMM tiles reach their operands: the micro-kernel instances of the slots (shared
 with conv2d), each dtype's slot table, and the choice between reading an operand in place (a
-row-contiguous B panel, the dot slot's k-contiguous A rows, both operands of the in-place
-slot's tiles) and packing it. Half-precision operands are always packed: packing widens them
+row-contiguous B panel, the dot and A-rows slots' k-contiguous A rows, both operands of the
+in-place slot's tiles) and packing it. Half-precision operands are always packed: packing widens them
 to float32 for the float32 micro-kernels, which never see a carrier."""
 from numba import njit, types
 from numba.extending import overload
