@@ -24,6 +24,14 @@ accumulate)``, NV vectors of W lanes (W = 16 float32, 8 float64; NR = NV * W):
   ``cb`` is read or written, so ``cb`` may be the output itself (``ldc`` its row stride, any
   sign) as well as an accumulator tile.
 * ``kc >= 1``; all offsets and strides int64 elements, any sign; no bounds checks.
+
+The window form (``make_inplace_ukernel(MR, NV, window=True)``, conv2d's input read where
+it lies) differs only in B: ``uk(kc, pa, a_off, lda, acs, rows, pb, b_off, koff, kmask, k0,
+ncols, cb, cb_off, ldc, accumulate)`` reads row k of B at ``pb[b_off + koff[k0 + k] + j]``
+(``koff``: int64 offsets, any order) for the lanes j whose bit j of ``kmask[k0 + k]``
+(int64; bits at j >= ncols must be clear) is set, and takes zero for the others without
+reading them: the rows of a conv tile's B matrix are input row segments shifted by the
+kernel tap, and the mask drops the padding columns and rows. ``ncols`` bounds the stores.
 """
 from llvmlite import ir
 from numba import types
@@ -33,34 +41,67 @@ from numba.extending import intrinsic
 from .gemm_ukernel import _vec_width, accumulator_phis, ir_basics, outer_product_step
 
 
-def make_inplace_ukernel(MR, NV):
-    """The in-place micro-kernel with ``MR`` rows and ``NV`` vectors (both dtypes)."""
+def make_inplace_ukernel(MR, NV, window=False):
+    """The in-place micro-kernel with ``MR`` rows and ``NV`` vectors (both dtypes); its
+    window form when ``window``."""
 
-    @intrinsic
-    def uk(typingctx, kc, pa, a_off, lda, acs, rows, pb, b_off, ldb, ncols, cb, cb_off, ldc,
-           accumulate):
+    def typer(kc, pa, pb, cb, tables):
         for arr in (pa, pb, cb):
             if not isinstance(arr, types.Array) or arr.ndim != 1:
+                return None
+        for arr in tables:
+            if not isinstance(arr, types.Array) or arr.ndim != 1 or arr.dtype != types.int64:
                 return None
         dt = cb.dtype
         if dt not in (types.float32, types.float64) or pa.dtype != dt or pb.dtype != dt:
             return None
+        return dt
+
+    if window:
+        @intrinsic
+        def uk(typingctx, kc, pa, a_off, lda, acs, rows, pb, b_off, koff, kmask, k0, ncols, cb,
+               cb_off, ldc, accumulate):
+            dt = typer(kc, pa, pb, cb, (koff, kmask))
+            if dt is None:
+                return None
+            i64t = types.int64
+            sig = types.void(i64t, pa, i64t, i64t, i64t, i64t, pb, i64t, koff, kmask, i64t,
+                             i64t, cb, i64t, i64t, i64t)
+            return sig, _codegen(dt, window=True)
+    else:
+        @intrinsic
+        def uk(typingctx, kc, pa, a_off, lda, acs, rows, pb, b_off, ldb, ncols, cb, cb_off,
+               ldc, accumulate):
+            dt = typer(kc, pa, pb, cb, ())
+            if dt is None:
+                return None
+            i64t = types.int64
+            sig = types.void(i64t, pa, i64t, i64t, i64t, i64t, pb, i64t, i64t, i64t, cb, i64t,
+                             i64t, i64t)
+            return sig, _codegen(dt, window=False)
+
+    def _codegen(dt, window):
         is64 = dt == types.float64
         W = _vec_width(dt)
-        i64t = types.int64
-        sig = types.void(i64t, pa, i64t, i64t, i64t, i64t, pb, i64t, i64t, i64t, cb, i64t,
-                         i64t, i64t)
 
         def codegen(context, builder, sig, args):
-            (kc, pa_v, a_off, lda, acs, rows, pb_v, b_off, ldb, ncols, cb_v, cb_off, ldc,
-             accf) = args
             fty, vty, vpty, i64, i32, eb, data, c64, fma = ir_basics(context, builder, sig,
                                                                      is64, W)
+            if window:
+                (kc, pa_v, a_off, lda, acs, rows, pb_v, b_off, koff_v, kmask_v, k0, ncols,
+                 cb_v, cb_off, ldc, accf) = args
+                koff_p = builder.gep(data(8, koff_v), [k0], inbounds=False)
+                kmask_p = builder.gep(data(9, kmask_v), [k0], inbounds=False)
+                ic = 12
+            else:
+                (kc, pa_v, a_off, lda, acs, rows, pb_v, b_off, ldb, ncols, cb_v, cb_off, ldc,
+                 accf) = args
+                ic = 10
             i1 = ir.IntType(1)
 
             a_p = builder.gep(data(1, pa_v), [a_off], inbounds=False)
             b_p = builder.gep(data(6, pb_v), [b_off], inbounds=False)
-            cb_p = builder.gep(data(10, cb_v), [cb_off], inbounds=True)
+            cb_p = builder.gep(data(ic, cb_v), [cb_off], inbounds=True)
             last = builder.sub(rows, c64(1))
             arows = []
             for r in range(MR):
@@ -90,12 +131,24 @@ def make_inplace_ukernel(MR, NV):
             it.add_incoming(c64(0), pre)
             aoff = builder.phi(i64)      # k * acs
             aoff.add_incoming(c64(0), pre)
-            bp = builder.phi(b_p.type)
-            bp.add_incoming(b_p, pre)
+            if not window:
+                bp = builder.phi(b_p.type)
+                bp.add_incoming(b_p, pre)
             accs = accumulator_phis(builder, vty, MR * NV, pre)
             cur = list(accs)
+            if window:      # row k: its offset and its lanes' mask from the tables
+                bp = builder.gep(b_p, [builder.load(builder.gep(koff_p, [it]), align=8)],
+                                 inbounds=False)
+                # vector v's W mask bits are the v-th W-bit word of the little-endian int64:
+                # loaded straight into a mask register (no shifts)
+                words = builder.bitcast(builder.gep(kmask_p, [it]), ir.IntType(W).as_pointer())
+                lmasks = [builder.bitcast(builder.load(builder.gep(words, [c64(v)]),
+                                                       align=W // 8), mty)
+                          for v in range(NV)]
+            else:
+                lmasks = masks
             bv = [builder.call(mload, [builder.bitcast(builder.gep(bp, [c64(v * W)]), vpty),
-                                       ir.Constant(i32, eb), masks[v], zero])
+                                       ir.Constant(i32, eb), lmasks[v], zero])
                   for v in range(NV)]
             scalars = [builder.load(builder.gep(arows[r], [aoff]), align=eb) for r in range(MR)]
             outer_product_step(builder, fma, vty, W, scalars, bv, cur)
@@ -103,7 +156,8 @@ def make_inplace_ukernel(MR, NV):
             endb = builder.block
             it.add_incoming(itn, endb)
             aoff.add_incoming(builder.add(aoff, acs), endb)
-            bp.add_incoming(builder.gep(bp, [ldb]), endb)
+            if not window:
+                bp.add_incoming(builder.gep(bp, [ldb]), endb)
             for p, c in zip(accs, cur):
                 p.add_incoming(c, endb)
             builder.cbranch(builder.icmp_signed('<', itn, kc), loop, after)
@@ -131,7 +185,7 @@ def make_inplace_ukernel(MR, NV):
                                 builder.call(mstore, [val, q, ir.Constant(i32, eb), masks[v]])
             return context.get_dummy_value()
 
-        return sig, codegen
+        return codegen
 
     uk.MR, uk.NV = MR, NV
     return uk
