@@ -1,6 +1,6 @@
 """Independent NumPy oracles of the elementwise ops, shared by the CPU and CUDA tests (the
-tests directory is on sys.path: ``from oracles import UNARY_REF``), and the ULP distance of
-the half-precision formats."""
+tests directory is on sys.path: ``from oracles import UNARY_REF``), the ULP distance of
+the half-precision formats, and a float64 conv2d."""
 import math
 
 import numpy as np
@@ -76,3 +76,34 @@ def ulps(got, want, atol=0.0):
         close = np.abs(got.astype(np.float64) - want.astype(np.float64)) <= atol
     far = ~gn & ~close
     return int(d[far].max()) if far.any() else 0
+
+
+# ---- conv2d ------------------------------------------------------------------------------------
+def out_size(size, p0, p1, k, s, d):
+    """Output length of a conv2d axis: input size, pads, kernel, stride, dilation."""
+    return (size + p0 + p1 - ((k - 1) * d + 1)) // s + 1
+
+
+def ref_conv(x, w, b=None, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), group=1):
+    """float64 conv by explicit loops over the kernel taps (einsum over channels per tap)."""
+    x = np.asarray(x, np.float64)
+    w = np.asarray(w, np.float64)
+    N, C, H, W = x.shape
+    M, Cg, KH, KW = w.shape
+    pt, pl, pb, pr = pads
+    (sh, sw), (dh, dw) = strides, dilations
+    OH, OW = out_size(H, pt, pb, KH, sh, dh), out_size(W, pl, pr, KW, sw, dw)
+    xp = np.zeros((N, C, H + pt + pb, W + pl + pr))
+    xp[:, :, pt:pt + H, pl:pl + W] = x
+    y = np.zeros((N, M, OH, OW))
+    Mg = M // group
+    for g in range(group):
+        xg, wg = xp[:, g * Cg:(g + 1) * Cg], w[g * Mg:(g + 1) * Mg]
+        for kh in range(KH):
+            for kw in range(KW):
+                win = xg[:, :, kh * dh:kh * dh + (OH - 1) * sh + 1:sh,
+                         kw * dw:kw * dw + (OW - 1) * sw + 1:sw]
+                y[:, g * Mg:(g + 1) * Mg] += np.einsum("nchw,mc->nmhw", win, wg[:, :, kh, kw])
+    if b is not None:
+        y += np.asarray(b, np.float64)[None, :, None, None]
+    return y

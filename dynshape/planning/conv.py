@@ -3,10 +3,13 @@ output rows x columns times blocks of output channels, picks the static kernel (
 cost model, and records per tile its input offset (ih0, iw0), so that the driver reads each
 tile's input window in place. Tables are laid out for the largest shape of the (N, OH, OW)
 bucket; the driver clips tiles to the real shape."""
+import itertools
+
 import numpy as np
 from dynshape_kernels.abi.conv_table import (T_G, T_IH0, T_IW0, T_KID, T_M0, T_MV, T_N, T_NCOL,
                                               T_OH0, T_OW0, T_VH, T_VW)
-from dynshape_kernels.abi.tiles import CONV_DIRECT_SLOT as DIRECT_SLOT, CONV_TILES
+from dynshape_kernels.abi.tiles import CONV_COPY_MIN_USES, CONV_TILES
+from dynshape_kernels.abi.tiles import CONV_DIRECT_SLOT as DIRECT_SLOT
 from dynshape_kernels.abi.tiles import MATMUL_SLOTS_F32 as SLOTS_F32
 from dynshape_kernels.abi.tiles import MATMUL_SLOTS_F64 as SLOTS_F64
 from dynshape_kernels.catalog import CATALOG
@@ -28,6 +31,16 @@ STORE_COST = 6.0          # per stored output element (epilogue)
 TILE_COST = 4000.0        # per tile (workspace set-up, A packing start, loop overheads)
 DIRECT_FMA_COST = 3.0     # per FMA of the direct kernel (acc load/store per tap)
 DIRECT_TAP_COST = 24.0    # per tap and output row of the direct kernel (range, loop set-up)
+# tiles that read their input window in place (unit horizontal stride, not half precision;
+# ``conv_inplace``): no packing, per tile row and segment of up to 4 vectors one mask per K
+# row, per tile little set-up; positions are padded to whole vectors per segment
+SEGMENT_COST = 2.0        # per K row and segment (its mask and offset loads)
+# per K row, segment and block of MR channels: the micro-kernel's broadcasts of the weights
+# and its loop, paid again by every segment: 64->64 3x3 on 57x61, 2 threads, 6x64 tiles (one
+# 4-vector segment per row) 625-658 us against 15x32 tiles (two 2-vector segments) 656-660
+STEP_COST = 24.0
+WINDOW_TILE_COST = 500.0  # per tile (offset table, loop set-up)
+SEGMENT_VECTORS = 4       # vectors per segment
 # below this total model cost (about 20 us of work) a table runs on the calling thread:
 # waking the thread pool costs more than it saves
 SERIAL_COST = 2.0e6
@@ -50,14 +63,43 @@ def _split(size, cap, mult=1):
     return min(t, cap)
 
 
-def _tile_cost(slot, dtype, K, mv, vh, vw):
-    """Model cost of tiles (arrays of clipped counts)."""
+def reads_window_in_place(geo, dtype):
+    """Whether the GEMM slots' tiles read their input window where it lies, in x or in its
+    phase-split copy (``conv_inplace.window_mode``; an input with unit column stride is
+    assumed), rather than packing it per tile."""
+    if dtype not in ("float32", "float64") or geo["Cg"] * geo["KH"] * geo["KW"] == 0:
+        return False
+    return (geo["sw"] == 1
+            or geo["Mg"] * geo["KH"] * geo["KW"] >= CONV_COPY_MIN_USES * geo["sh"] * geo["sw"])
+
+
+def flat_rows(geo):
+    """Whether a window-reading tile as wide as the output walks its positions across rows
+    (one output row further is exactly one tile row of source elements further:
+    ``conv_inplace``), with an input of contiguous rows: x read in place (unit horizontal
+    stride) with sh * W == OW, or its phase-split copy with ceil(W / sw) == OW."""
+    if geo["sw"] == 1:
+        return geo["sh"] * geo["W"] == geo["OW"]
+    return -(-geo["W"] // geo["sw"]) == geo["OW"]
+
+
+def _tile_cost(slot, dtype, K, mv, vh, vw, window=False, flat=False):
+    """Model cost of tiles (arrays of clipped counts); ``window``: the GEMM slots read the
+    input window in place; ``flat`` (per tile): its segments run across rows."""
     pos = vh * vw
     if slot == DIRECT_SLOT:
         return (DIRECT_FMA_COST * mv * K * pos + DIRECT_TAP_COST * mv * vh * K
                 + STORE_COST * mv * pos + TILE_COST / 4)
     mr, nr, _ = _ukernel(dtype, slot)
     mp = -(-mv // mr) * mr
+    if window:
+        lanes = 16 if dtype == "float32" else 8
+        seg = SEGMENT_VECTORS * lanes
+        nseg = np.where(flat, -(-pos // seg), vh * -(-vw // seg))
+        padded = np.where(flat, pos // seg * seg + -(-(pos % seg) // lanes) * lanes,
+                          vh * (vw // seg * seg + -(-(vw % seg) // lanes) * lanes))
+        return (mp * K * padded + (SEGMENT_COST + STEP_COST * (mp // mr)) * K * nseg
+                + STORE_COST * mv * pos + WINDOW_TILE_COST)
     pp = -(-pos // nr) * nr
     return (mp * K * pp + PACK_COST * K * pos + ROW_COST * K * vh + STORE_COST * mv * pos
             + TILE_COST)
@@ -68,8 +110,9 @@ def _axis_tiles(size, t):
     return starts, np.minimum(t, size - starts)
 
 
-def _spatial_candidates(OH, OW, cap_pos, cap_w, nthreads):
-    """Candidate (tile rows, tile columns): whole rows when they fit, balanced splits."""
+def _spatial_candidates(OH, OW, cap_pos, cap_w, nthreads, short_rows=False):
+    """Candidate (tile rows, tile columns): whole rows when they fit, balanced splits;
+    ``short_rows`` adds tiles of 1 to 4 rows (cheap when tiles pack nothing)."""
     tw0 = _split(OW, min(cap_w, cap_pos))
     cands = set()
     for tw in {tw0, _split(OW, max(1, -(-OW // 2)))} if OW > 1 else {tw0}:
@@ -79,6 +122,8 @@ def _spatial_candidates(OH, OW, cap_pos, cap_w, nthreads):
         k0 = -(-OH // th_max)
         for k in range(k0, min(OH, k0 + 2 * nthreads + 2) + 1):
             cands.add((-(-OH // k), tw))
+        if short_rows:
+            cands.update((th, tw) for th in range(1, min(4, th_max) + 1))
     return sorted(cands)
 
 
@@ -90,11 +135,20 @@ def _plan_slot(slot, geo, sizes, dtype, nthreads):
     G, Mg, K = geo["G"], geo["Mg"], geo["Cg"] * geo["KH"] * geo["KW"]
     cap_m, cap_pos, _ = CONV_TILES[slot]
     mr = 1 if slot == DIRECT_SLOT else _ukernel(dtype, slot)[0]
-    m0, mv = _axis_tiles(Mg, _split(Mg, cap_m, mr))
+    window = slot != DIRECT_SLOT and reads_window_in_place(geo, dtype)
+    flat = window and flat_rows(geo)
+    # channel blocks: the fewest that fit, and (window tiles: nothing repacked per block)
+    # up to 2 * nthreads more, so that few output positions still spread over the threads
+    nb0 = -(-Mg // cap_m)
+    mts = {_split(Mg, cap_m, mr)}
+    if window:
+        mts.update(_split(Mg, -(-Mg // k), mr) for k in range(nb0 + 1, nb0 + 2 * nthreads + 1))
     best = None
-    for th, tw in _spatial_candidates(OH, OW, cap_pos, cap_pos, nthreads):
+    for (th, tw), mt in itertools.product(
+            _spatial_candidates(OH, OW, cap_pos, cap_pos, nthreads, window), sorted(mts)):
         h0, vh = _axis_tiles(OH, th)
         w0, vw = _axis_tiles(OW, tw)
+        m0, mv = _axis_tiles(Mg, mt)
         # order: n, g, tile row, tile column, channel block
         grid = np.stack(np.meshgrid(np.arange(N * G), np.arange(h0.size), np.arange(w0.size),
                                     np.arange(m0.size), indexing="ij"), -1).reshape(-1, 4)
@@ -103,7 +157,8 @@ def _plan_slot(slot, geo, sizes, dtype, nthreads):
             cv = np.clip(oh_ - h0, 0, vh)[grid[:, 1]]
             cw = np.clip(ow_ - w0, 0, vw)[grid[:, 2]]
             live = (grid[:, 0] // G < n_) & (cv > 0) & (cw > 0)
-            cost = np.where(live, _tile_cost(slot, dtype, K, mv[grid[:, 3]], cv, cw), 0.0)
+            cost = np.where(live, _tile_cost(slot, dtype, K, mv[grid[:, 3]], cv, cw, window,
+                                             flat & (cw == ow_)), 0.0)
             span += makespan(cost, nthreads, 1, "cyclic") / 2
         if best is None or span < best[0]:
             best = (span, grid, (h0, vh, w0, vw, m0, mv))

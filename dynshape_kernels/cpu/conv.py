@@ -4,16 +4,22 @@ Static kernels of family "conv" (op ``conv2d``), by slot; a tile is (output chan
 group, output positions), see ``CONV_TILES``:
 
 * slot 0, 1 -- implicit GEMM per group, ``C[m, p] = sum_k W[m, k] * X_col[k, p]`` with
-  K = Cg*KH*KW: the register-blocked ``@intrinsic`` micro-kernels of ``gemm.py`` (slot 0:
-  MR x NR = 6 x 4 vectors, slot 1: 6 x 3 vectors; MR, NR, KC from ``gemm.SLOTS_F32/F64``),
-  A (the weights, every K block) packed by ``gemm.pack_a`` once per thread for its
-  consecutive tiles of one group and channel block (64->64 3x3 on 57x61 and 3->64 7x7/2 on
-  225x227, 2 threads: about 5% faster than packing per tile), B packed from the tile's input
-  window by ``conv_window.pack_window`` (no im2col copy of the input; padding is
-  zero-filled, never read). K is walked inside the tile in balanced KC blocks
-  (``gemm._kc_block``) whose last block is shorter (variable range): K is never tiled by the
-  table, never overlapped.
-  M and position tails are computed on zero-padded micro-panels and discarded.
+  K = Cg*KH*KW, two ways (``conv_inplace.window_mode``, the same for every tile of a call):
+  - window tiles (float32/float64 with unit horizontal stride, or strided convs whose
+    input copy pays): the weights and the input window read where they lie, x itself or a
+    phase-split copy of it made once per call, by the window form of the in-place
+    micro-kernels (6 rows x 1-4 vectors, masked loads for the padding), see
+    ``conv_inplace``; a plain product (no bias, residual, activation or step program) is
+    stored straight into y.
+  - packed tiles (half precision, and strided convs where a copy does not pay): the
+    register-blocked micro-kernels of ``gemm.py`` (slot 0: MR x NR = 6 x 4 vectors, slot
+    1: 6 x 3 vectors; MR, NR, KC from ``gemm.SLOTS_F32/F64``), A (the weights, every K
+    block) packed by ``gemm.pack_a`` once per thread for its consecutive tiles of one group
+    and channel block, B packed from the tile's input window by ``conv_window.pack_window``
+    (no im2col copy of the input; padding is zero-filled, never read); M and position
+    tails are computed on zero-padded micro-panels and discarded.
+  K is walked inside the tile in balanced KC blocks (``gemm._kc_block``) whose last block
+  is shorter (variable range): K is never tiled by the table, never overlapped.
 * slot 2 -- the direct kernel of ``conv_direct`` (groups with few output channels or a very
   short K, e.g. depthwise), vectorized along the output width.
 
@@ -23,9 +29,12 @@ ONE call: ``prange`` over threads, entries dealt out cyclically (entry t to thre
 t % threads), each thread with its own packed buffers; every entry ends in the epilogue slot
 (``conv_epilogue``: bias, residual, activation, then the step program of a fused sequence,
 if any, over the whole tile). It is compiled once per dtype (``drivers.get("conv", dtype)``).
-The two tile functions are inlined into ``_thread_entries`` at Numba's IR level, which spares
+The tile functions are inlined into ``_thread_entries`` at Numba's IR level, which spares
 one round of optimizing and generating the whole call tree (see ``fused``'s note on compile
-time).
+time). Calls made per tile, channel or segment go to functions compiled without reference
+counting (``_nrt=False``) or are written out: both threads increment and decrement the
+shared arrays' counts atomically on every such call, and on 3->64 7x7/2 that contention
+was 13-20% of the time.
 
 Accuracy: each output is a sum of K products accumulated in the input dtype (float32 FMAs
 in float32, blocked by KC and by vector lanes; float16 / bfloat16 operands are widened to
@@ -36,12 +45,15 @@ stored); the error is bounded by about
 """
 import numpy as np
 from numba import njit, prange, types
+from numba.extending import overload
 
 from ..abi.tiles import CONV_DIRECT_SLOT, CONV_TILES
 from ..abi.vocabulary import CONV_OPS  # noqa: F401
 from .conv_direct import direct_sizes, direct_tile
+from .conv_inplace import (COPIED, IN_PLACE, PACKED, WG_SIZE, phase_split, window_mode,
+                           window_source, window_tile)
 from .conv_epilogue import finish_channel, prepare_channel, store_channel, tile_steps
-from ..abi.conv_table import (CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB, CV_HASR,
+from ..abi.conv_table import (CV_BOFF, CV_BS, CV_C, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB, CV_HASR,
                           CV_IDBASE, CV_KH, CV_KW, CV_MG, CV_N, CV_NTH, CV_OH, CV_OW,
                           CV_ROFF, CV_RSC, CV_RSH, CV_RSN, CV_RSW, CV_SH, CV_SW, CV_W,
                           CV_XOFF, CV_XSC, CV_XSH, CV_XSN, CV_XSW, CV_YOFF, CV_YSC, CV_YSH,
@@ -52,7 +64,7 @@ from .gemm_operands import _slot_cfg_stub, _uk0, _uk1
 from .gemm_pack import _aligned_empty, _kc_block, pack_a
 from .gemm_ukernel import load_at
 from .half import compute_empty, load
-from .scalar_ops import cast_like
+from .scalar_ops import IDENTITY, cast_like
 from ..abi.storage import carrier, compute
 from .steps import MAX_SIDES
 
@@ -77,17 +89,16 @@ def _uk(slot, kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc):
 
 
 @njit(inline="always")
-def gemm_tile(slot, x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0, iw0,
-              ws_a, a_state, ws_b, ws_c, ldc, code, a0, a1, prog, pattrs, sides, cgeo, lgeo):
-    """One implicit-GEMM tile: output channels ``g*MG + m0 .. +mv`` at the ``vh x vw``
-    positions from (oh0, ow0) of image n, all of K, then the epilogue per channel.
-    ``ws_c`` holds ``ceil(mv/MR)*MR`` accumulator rows of pitch ``ldc >= ceil(vh*vw/NR)*NR``;
-    ``ws_b`` the packed K block of B; ``ws_a`` the packed A (the weights), by ``a_state``:
-    0 -- each K block packed at 0 (it stays in cache); 1 -- every K block packed in its own
-    place (block kb at ``kb * ceil(mv/MR)*MR * KC``) for the thread's next tile of the same
-    group and channel block; 2 -- already there (kept by the previous tile). One argument
-    for the three: a call of more than 30 arguments is compiled by CPython as a call with a
-    built tuple, which Numba cannot inline."""
+def packed_product(slot, x, w, common, n, g, mg, mv, vh, vw, ih0, iw0, ws_a, a_state, ws_b,
+                   ws_c, ldc):
+    """The product of one implicit-GEMM tile (output channels ``mg .. mg+mv`` of group g
+    at the ``vh x vw`` positions of image n whose tap (0, 0) input is (ih0, iw0)), all of
+    K, with packed operands, into ``ws_c``: ``ceil(mv/MR)*MR`` accumulator rows of pitch
+    ``ldc >= ceil(vh*vw/NR)*NR``. ``ws_b`` holds the packed K block of B; ``ws_a`` the
+    packed A (the weights), by ``a_state``: 0 -- each K block packed at 0 (it stays in
+    cache); 1 -- every K block packed in its own place (block kb at ``kb * ceil(mv/MR)*MR *
+    KC``) for the thread's next tile of the same group and channel block; 2 -- already there
+    (kept by the previous tile)."""
     KH = common[CV_KH]
     KW = common[CV_KW]
     Cg = common[CV_CG]
@@ -98,7 +109,6 @@ def gemm_tile(slot, x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0
     mpan = (mv + MR - 1) // MR
     npan = (nv + NR - 1) // NR
     nkb = (K + KC - 1) // KC
-    mg = g * common[CV_MG] + m0                  # first output channel of the tile
     xb = common[CV_XOFF] + n * common[CV_XSN] + g * Cg * common[CV_XSC]
     if K == 0:
         for i in range(mv * ldc):
@@ -117,6 +127,14 @@ def gemm_tile(slot, x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0
             for ir in range(mpan):
                 _uk(slot, kc, ws_a, abase + ir * MR * kc, ws_b, jr * NR * kc, NR,
                     ws_c, ir * MR * ldc + jr * NR, ldc, acc)
+
+
+@njit(inline="always")
+def gemm_epilogue(b, res, y, common, n, mg, mv, oh0, vh, ow0, vw, ws_c, ldc, code, a0, a1,
+                  prog, pattrs, sides, cgeo, lgeo):
+    """The epilogue of an implicit-GEMM tile whose products are in ``ws_c`` (rows of pitch
+    ``ldc``, position ``r*vw + j``): bias, residual and activation per channel, then the
+    step program of a fused sequence over the tile, and the stores into y."""
     has_b = common[CV_HASB] != 0
     has_r = common[CV_HASR] != 0
     zero = ws_c.dtype.type(0)
@@ -142,6 +160,19 @@ def gemm_tile(slot, x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0
             yo = (common[CV_YOFF] + n * common[CV_YSN] + (mg + i) * common[CV_YSC]
                   + oh0 * common[CV_YSH] + ow0 * common[CV_YSW])
             store_channel(ws_c, i * ldc, vh, vw, vw, y, yo, common[CV_YSH], common[CV_YSW])
+
+
+def product_buffer(y, ws_c, direct):
+    """Where window tiles put their products: y itself when ``direct``, else the
+    accumulator rows ``ws_c`` (always, when y is a half-precision carrier: its tiles are
+    packed and never direct)."""
+
+
+@overload(product_buffer)
+def _product_buffer(y, ws_c, direct):
+    if y.dtype != ws_c.dtype:
+        return lambda y, ws_c, direct: ws_c
+    return lambda y, ws_c, direct: y if direct else ws_c
 
 
 @njit(cache=True)
@@ -212,27 +243,50 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
             ldc = max(ldc, npos)
             rows = max(rows, mp)
     sc = max(sc, rows * ldc)
+    # the input window's source for GEMM tiles (conv_inplace): x itself, or its phase-split
+    # copy (made here, one plane per task), or nothing (packed per tile)
+    mode = window_mode(x, common)
+    wgeo = np.zeros(WG_SIZE, np.int64)
+    size = window_source(mode, common, wgeo) if mode != PACKED else 0
+    xs = np.empty(size, proto.dtype)
+    if mode == COPIED:
+        nrows = common[CV_N] * common[CV_C] * common[CV_H]
+        if nth == 1:
+            phase_split(x, common, wgeo, xs, 0, nrows)
+        else:       # one call per thread: a call per row would contend for reference counts
+            for th in prange(nth):
+                phase_split(x, common, wgeo, xs, th * nrows // nth, (th + 1) * nrows // nth)
     if nth == 1:    # small problems (the planner's choice): no thread-pool launch
         # int64 thread numbers at both calls (prange's are uint64, literals Literal[int]):
         # one compiled _thread_entries
         _thread_entries(np.int64(0), np.int64(1), x, w, b, res, y, common, entries, sa, sb,
-                        sc, ldc, code, a0, a1, prog, pattrs, sides, cgeo)
+                        sc, ldc, code, a0, a1, prog, pattrs, sides, cgeo, mode, xs, wgeo)
     else:
         for th in prange(nth):
             _thread_entries(np.int64(th), nth, x, w, b, res, y, common, entries, sa, sb, sc,
-                            ldc, code, a0, a1, prog, pattrs, sides, cgeo)
+                            ldc, code, a0, a1, prog, pattrs, sides, cgeo, mode, xs, wgeo)
 
 
 @njit(cache=True)
 def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, code, a0, a1,
-                    prog, pattrs, sides, cgeo):
+                    prog, pattrs, sides, cgeo, mode, xs, wgeo):
     """Entries th, th + nth, ... (cyclic: clipped tail tiles spread over the threads), with
-    this thread's workspace."""
+    this thread's workspace; GEMM tiles reach their window by ``mode`` (``window_mode``):
+    x in place or its copy ``xs`` through ``wgeo``, or packed."""
     proto = compute_empty(y, 0)
     ws_a = _aligned_empty(sa, proto)
     ws_b = _aligned_empty(sb, proto)
     ws_c = _aligned_empty(sc, proto)
     lgeo = np.zeros((MAX_SIDES, 4), np.int64)
+    khw = common[CV_KH] * common[CV_KW]
+    K = common[CV_CG] * khw
+    windowed = mode != PACKED
+    # nothing between the product and y: no bias, residual, activation or step program,
+    # unit column stride (the window kernels' stores are contiguous per row)
+    plain = (common[CV_HASB] == 0 and common[CV_HASR] == 0 and code == IDENTITY
+             and prog.shape[0] == 0 and common[CV_YSW] == 1)
+    koff = np.empty(K if windowed else 0, np.int64)
+    kmask = np.empty(K + 3 * khw if windowed else 0, np.int64)
     base = common[CV_IDBASE]
     N = common[CV_N]
     Mg = common[CV_MG]
@@ -263,15 +317,42 @@ def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, 
                         entries[t, T_IH0], entries[t, T_IW0], ws_b, ws_c, code, a0, a1,
                         prog, pattrs, sides, cgeo, lgeo)
         else:
-            same = a_kept and slot == a_slot and g == a_g and m0 == a_m0 and mv == a_mv
-            nx = t + nth
-            keep = same or (nx < entries.shape[0] and entries[nx, T_KID] - base == slot
-                            and entries[nx, T_G] == g and entries[nx, T_M0] == m0
-                            and _clip(m0, entries[nx, T_MV], Mg) == mv)
-            a_state = np.int64(2 if same else (1 if keep else 0))
-            gemm_tile(slot, x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw,
-                      entries[t, T_IH0], entries[t, T_IW0], ws_a, a_state, ws_b, ws_c, ldc,
-                      code, a0, a1, prog, pattrs, sides, cgeo, lgeo)
+            mg = g * Mg + m0            # the tile's first output channel
+            direct = False
+            if windowed:
+                _, _, KCmax = _ukernel(slot, ws_c)
+                KC = _kc_block(K, KCmax, 1)
+                # a plain product goes straight into y (no epilogue pass)
+                direct = plain
+                cb = product_buffer(y, ws_c, direct)
+                if direct:
+                    c0 = (common[CV_YOFF] + n * common[CV_YSN] + mg * common[CV_YSC]
+                          + oh0 * common[CV_YSH] + ow0)
+                    cl = common[CV_YSC]
+                    crow = common[CV_YSH]
+                else:
+                    c0 = 0
+                    cl = ldc
+                    crow = vw
+                if mode == IN_PLACE:
+                    window_tile(x, wgeo, w, common, n, g, mg, mv, vh, vw, entries[t, T_IH0],
+                                entries[t, T_IW0], KC, koff, kmask, cb, c0, cl, crow)
+                else:
+                    window_tile(xs, wgeo, w, common, n, g, mg, mv, vh, vw, entries[t, T_IH0],
+                                entries[t, T_IW0], KC, koff, kmask, cb, c0, cl, crow)
+                keep = False
+            else:
+                same = a_kept and slot == a_slot and g == a_g and m0 == a_m0 and mv == a_mv
+                nx = t + nth
+                keep = same or (nx < entries.shape[0] and entries[nx, T_KID] - base == slot
+                                and entries[nx, T_G] == g and entries[nx, T_M0] == m0
+                                and _clip(m0, entries[nx, T_MV], Mg) == mv)
+                a_state = np.int64(2 if same else (1 if keep else 0))
+                packed_product(slot, x, w, common, n, g, mg, mv, vh, vw, entries[t, T_IH0],
+                               entries[t, T_IW0], ws_a, a_state, ws_b, ws_c, ldc)
+            if not direct:
+                gemm_epilogue(b, res, y, common, n, mg, mv, oh0, vh, ow0, vw, ws_c, ldc, code,
+                              a0, a1, prog, pattrs, sides, cgeo, lgeo)
             a_kept = keep
             a_slot = slot
             a_g = g

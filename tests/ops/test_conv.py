@@ -13,6 +13,7 @@ from dynshape import testing
 from dynshape.runtime import conv as conv_executor
 from dynshape.errors import ArgumentError, DtypeError, OpAttributeError, ShapeError
 from dynshape_kernels.abi.tiles import CONV_DIRECT_SLOT as DIRECT_SLOT, CONV_TILES
+from oracles import out_size, ref_conv
 N_SLOTS = len(CONV_TILES)
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -37,10 +38,6 @@ def slot():
 
 
 # ---- reference ---------------------------------------------------------------------------------
-def out_size(size, p0, p1, k, s, d):
-    return (size + p0 + p1 - ((k - 1) * d + 1)) // s + 1
-
-
 def resolve_pads(H, W, KH, KW, strides, dilations, pads, auto_pad):
     if auto_pad == "VALID":
         return (0, 0, 0, 0)
@@ -53,31 +50,6 @@ def resolve_pads(H, W, KH, KW, strides, dilations, pads, auto_pad):
             res.append((lo, total - lo))
         return (res[0][0], res[1][0], res[0][1], res[1][1])
     return pads
-
-
-def ref_conv(x, w, b=None, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), group=1):
-    """float64 conv by explicit loops over the kernel taps (einsum over channels per tap)."""
-    x = np.asarray(x, np.float64)
-    w = np.asarray(w, np.float64)
-    N, C, H, W = x.shape
-    M, Cg, KH, KW = w.shape
-    pt, pl, pb, pr = pads
-    (sh, sw), (dh, dw) = strides, dilations
-    OH, OW = out_size(H, pt, pb, KH, sh, dh), out_size(W, pl, pr, KW, sw, dw)
-    xp = np.zeros((N, C, H + pt + pb, W + pl + pr))
-    xp[:, :, pt:pt + H, pl:pl + W] = x
-    y = np.zeros((N, M, OH, OW))
-    Mg = M // group
-    for g in range(group):
-        xg, wg = xp[:, g * Cg:(g + 1) * Cg], w[g * Mg:(g + 1) * Mg]
-        for kh in range(KH):
-            for kw in range(KW):
-                win = xg[:, :, kh * dh:kh * dh + (OH - 1) * sh + 1:sh,
-                         kw * dw:kw * dw + (OW - 1) * sw + 1:sw]
-                y[:, g * Mg:(g + 1) * Mg] += np.einsum("nchw,mc->nmhw", win, wg[:, :, kh, kw])
-    if b is not None:
-        y += np.asarray(b, np.float64)[None, :, None, None]
-    return y
 
 
 def _erf(v):

@@ -1,0 +1,285 @@
+"""conv2d GEMM tiles that read their input window and their weights where they lie.
+
+The packed path of ``conv.py`` copies every K block of a tile's input window into NR-column
+micro-panels (``conv_window.pack_window``) and the weights into MR-row panels: on 64 -> 64
+3x3 over 57x61 (2 threads) the window copy alone was 32% of the time. With unit column
+stride and unit horizontal conv stride, row k = (c, kh, kw) of a tile's B matrix over one
+output row segment ``j0 .. j0+ncols`` is itself a contiguous input segment::
+
+    B[k, j] = x[c, ih0 + r*sh + kh*dh, iw0 + j0 + kw*dw + j]
+
+so the in-place micro-kernel's window form (``gemm_inplace``) loads it with masked vector
+loads: ``koff[k]`` is the row's offset from the segment's first element, and ``kmask[k]``
+has bit j set when that element lies inside the input (padding columns and rows are
+neither read nor faulted on; they count as zero). The weights ``w[m, k]`` are k-contiguous
+rows, broadcast in place as the A operand.
+
+Sources (``window_mode``): x itself (``IN_PLACE``); or, for other strides, a copy of x split
+into phases by the conv strides (``COPIED``: phase (a, b) of plane (n, c) holds rows
+``a, a+sh, ...`` and columns ``b, b+sw, ...``), in which every tap reads unit-stride rows and
+one output row further is one phase row further -- made once per call, in parallel, when
+each copied element feeds at least ``CONV_COPY_MIN_USES`` products per tap and stride
+(3 -> 64 7x7/2: 3136; a 1x1/2 layer would not pay for it and stays ``PACKED``).
+
+A tile runs in segments of up to 4 vectors (64 float32 or 32 float64 positions): across
+rows when one output row further is exactly ``vw`` elements further in the source and in
+the destination (a tile as wide as the output of a "same"-padded conv: 7x7 outputs fill 49
+of 64 lanes instead of 7 of 16 per row), else within each row. Per segment every K block
+(``KC`` rows) runs over the tile's channel blocks of 6, so the block's input rows stay in
+cache across them. Products land in the tile's accumulator rows for the shared epilogue, or
+straight in y when nothing follows the product (``conv.py``'s ``plain``).
+
+Half-precision inputs are never read in place (packing widens them to float32): the tile is
+a no-op for them and the driver packs instead.
+"""
+import numpy as np
+from numba import njit
+from numba.extending import overload
+
+from ..abi.tiles import CONV_COPY_MIN_USES
+from ..abi.conv_table import (CV_C, CV_N, CV_CG, CV_DH, CV_DW, CV_H, CV_KH, CV_KW, CV_MG, CV_SH,
+                              CV_SW, CV_W, CV_XOFF, CV_XSC, CV_XSH, CV_XSN, CV_XSW)
+from .conv_window import col_range
+from .gemm_inplace import make_inplace_ukernel
+from .gemm_ukernel import load_at, store_at
+from .half import is_half, load
+
+#: rows of the window kernels' register tile (output channels per call)
+MR = 6
+_ukw1 = make_inplace_ukernel(MR, 1, window=True)
+_ukw2 = make_inplace_ukernel(MR, 2, window=True)
+_ukw3 = make_inplace_ukernel(MR, 3, window=True)
+_ukw4 = make_inplace_ukernel(MR, 4, window=True)
+
+
+#: ``window_mode``: pack (the packed path), read x in place, read a phase-split copy
+PACKED, IN_PLACE, COPIED = 0, 1, 2
+#: ``wgeo``, the source of the window (x itself or its phase-split copy): element offset,
+#: image, channel and row strides, the row and column phase strides, the row and column
+#: split factors (1 in place; the conv strides in a copy)
+(WG_OFF, WG_SN, WG_SC, WG_SH, WG_PH, WG_PW, WG_FH, WG_FW, WG_SIZE) = range(9)
+
+
+def window_mode(x, common):
+    """How GEMM tiles reach their input window: ``IN_PLACE`` with unit column stride and
+    unit horizontal conv stride; ``COPIED`` (a phase-split copy, see ``phase_split``) for
+    other strides when every copied element feeds enough FMAs; else ``PACKED``. Half
+    precision is always packed (packing widens it); K = 0 too."""
+
+
+@overload(window_mode)
+def _window_mode(x, common):
+    if is_half(x.dtype):
+        return lambda x, common: PACKED
+
+    def impl(x, common):
+        taps = common[CV_KH] * common[CV_KW]
+        if common[CV_CG] * taps == 0:
+            return PACKED
+        if common[CV_XSW] == 1 and common[CV_SW] == 1:
+            return IN_PLACE
+        if common[CV_MG] * taps >= CONV_COPY_MIN_USES * common[CV_SH] * common[CV_SW]:
+            return COPIED
+        return PACKED
+    return impl
+
+
+@njit(cache=True)
+def window_source(mode, common, wgeo):
+    """Fill ``wgeo`` for ``mode`` (not ``PACKED``) and return the element count of the
+    phase-split copy (0 in place). The copy splits every input plane (n, c) by the conv
+    strides into ``sh*sw`` phases of ``Hq x Wq``: phase (a, b) holds the input rows
+    ``a, a+sh, ...`` and columns ``b, b+sw, ...``, so that every kernel tap reads unit-stride
+    rows of one phase, and one output row further is one phase row further."""
+    if mode == IN_PLACE:
+        wgeo[WG_OFF] = common[CV_XOFF]
+        wgeo[WG_SN] = common[CV_XSN]
+        wgeo[WG_SC] = common[CV_XSC]
+        wgeo[WG_SH] = common[CV_XSH]
+        wgeo[WG_PH] = 0
+        wgeo[WG_PW] = 0
+        wgeo[WG_FH] = 1
+        wgeo[WG_FW] = 1
+        return 0
+    sh = common[CV_SH]
+    sw = common[CV_SW]
+    Hq = (common[CV_H] + sh - 1) // sh
+    Wq = (common[CV_W] + sw - 1) // sw
+    wgeo[WG_OFF] = 0
+    wgeo[WG_SH] = Wq
+    wgeo[WG_PW] = Hq * Wq
+    wgeo[WG_PH] = sw * Hq * Wq
+    wgeo[WG_SC] = sh * sw * Hq * Wq
+    wgeo[WG_SN] = common[CV_C] * wgeo[WG_SC]
+    wgeo[WG_FH] = sh
+    wgeo[WG_FW] = sw
+    return common[CV_N] * wgeo[WG_SN]
+
+
+@njit(cache=True)
+def phase_split(x, common, wgeo, xs, lo, hi):
+    """Input rows ``lo .. hi`` (row i = (n*C + c)*H + ih) of x (any strides) into their
+    phases of the copy ``xs`` (``window_source``). Phase columns past the input's end are
+    left unwritten: the masks never read them."""
+    C = common[CV_C]
+    H = common[CV_H]
+    W = common[CV_W]
+    xsw = common[CV_XSW]
+    fh = wgeo[WG_FH]
+    fw = wgeo[WG_FW]
+    step = fw * xsw
+    for i in range(lo, hi):
+        plane = i // H
+        ih = i - plane * H
+        n = plane // C
+        c = plane - n * C
+        src = common[CV_XOFF] + n * common[CV_XSN] + c * common[CV_XSC] + ih * common[CV_XSH]
+        dst = (n * wgeo[WG_SN] + c * wgeo[WG_SC] + (ih % fh) * wgeo[WG_PH]
+               + (ih // fh) * wgeo[WG_SH])
+        for ph in range(fw):
+            s0 = src + ph * xsw
+            d0 = dst + ph * wgeo[WG_PW]
+            for q in range((W - ph + fw - 1) // fw):
+                store_at(xs, d0 + q, load(load_at(x, s0 + q * step)))
+
+
+@njit(cache=True)
+def lane_bits(lo, hi):
+    """An int64 with bits ``lo .. hi-1`` set (clipped to ``0 .. 64``)."""
+    lo = max(lo, 0)
+    hi = min(hi, 64)
+    if lo >= hi:
+        return np.int64(0)
+    top = np.int64(-1) if hi >= 64 else (np.int64(1) << hi) - 1
+    return top & ~((np.int64(1) << lo) - 1)
+
+
+@njit(inline="always")
+def tap_mask(q0, ncols, vw, ihb, sh, H, lo, hi):
+    """The lanes of one kernel tap over the segment of output positions ``q0 .. q0+ncols``
+    of a tile ``vw`` columns wide (position q = r*vw + j): bit ``q - q0`` set when the
+    tap's input row ``ihb + r*sh`` lies in ``[0, H)`` and column j in ``[lo, hi)`` (the
+    tap's valid columns, ``conv_window.col_range``)."""
+    m = np.int64(0)
+    if lo >= hi:
+        return m
+    for r in range(q0 // vw, (q0 + ncols - 1) // vw + 1):
+        ih = ihb + r * sh
+        if 0 <= ih < H:
+            m |= lane_bits(r * vw + lo - q0, min(r * vw + hi - q0, ncols))
+    return m
+
+
+def window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff, kmask, cb, c0,
+                ldc, crow):
+    """The product of one conv tile (output channels ``mg .. mg+mv`` of group ``g``, rows
+    and columns ``vh x vw`` of image n whose tap (0, 0) input is (ih0, iw0)) into
+    ``cb[c0 + i*ldc + r*crow + j]`` (the tile's accumulator rows, ``crow = vw``, or the
+    output itself), the weights and ``src`` (x itself or its phase-split copy, addressed by
+    ``wgeo``) read in place, K in blocks of ``KC``. ``koff`` holds K int64s, ``kmask`` K +
+    3*KH*KW. Only when ``window_mode`` is not ``PACKED``; nothing of cb but the tile's
+    elements is read or written."""
+
+
+@overload(window_tile, inline="always")
+def _window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff, kmask, cb, c0,
+                 ldc, crow):
+    if is_half(src.dtype) or is_half(w.dtype) or cb.dtype != src.dtype:
+        return (lambda src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff, kmask,
+                cb, c0, ldc, crow: None)
+    L = 512 // cb.dtype.bitwidth        # lanes of a vector
+    CH = 4 * L                          # positions of a segment
+
+    def impl(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff, kmask, cb, c0, ldc,
+             crow):
+        # (the loops are written out here, not called: a call per tile or segment with array
+        # arguments costs reference counts that both threads contend for)
+        Cg = common[CV_CG]
+        KH = common[CV_KH]
+        KW = common[CV_KW]
+        khw = KH * KW
+        K = Cg * khw
+        sh = common[CV_SH]
+        sw = common[CV_SW]
+        dh = common[CV_DH]
+        dw = common[CV_DW]
+        H = common[CV_H]
+        W = common[CV_W]
+        fh = wgeo[WG_FH]
+        fw = wgeo[WG_FW]
+        rs = wgeo[WG_SH]
+        rstep = (sh // fh) * rs         # source elements per output row
+        # koff[k], k = (c, kh, kw): row k's offset from its segment's first source element
+        # (the tap's phase, row and column in the source; rh, rw: the tile's first input
+        # row and column modulo the split factors, the same for every tile)
+        rh = ih0 % fh
+        rw = iw0 % fw
+        k = 0
+        for c in range(Cg):
+            for kh in range(KH):
+                a = rh + kh * dh
+                for kw in range(KW):
+                    b = rw + kw * dw
+                    koff[k] = (c * wgeo[WG_SC] + (a % fh) * wgeo[WG_PH] + (a // fh) * rs
+                               + (b % fw) * wgeo[WG_PW] + b // fw)
+                    k += 1
+        # each tap's valid columns (the same in every row), at kmask[K + khw:]
+        t = K + khw
+        for kh in range(KH):
+            for kw in range(KW):
+                lo, hi = col_range(iw0 + kw * dw, sw, W, vw)
+                kmask[t] = lo
+                kmask[t + khw] = hi
+                t += 1
+        xb = wgeo[WG_OFF] + n * wgeo[WG_SN] + g * Cg * wgeo[WG_SC] + (ih0 // fh) * rs + iw0 // fw
+        mpan = (mv + MR - 1) // MR
+        nkb = (K + KC - 1) // KC
+        # segments of up to CH positions: across rows when one output row further is vw
+        # elements further in the source and in cb (then lane q of a segment is position
+        # q0 + q), else within each row
+        flat = rstep == vw and crow == vw
+        nrow_seg = (vw + CH - 1) // CH
+        nseg = (vh * vw + CH - 1) // CH if flat else vh * nrow_seg
+        for s in range(nseg):
+            if flat:
+                q0 = s * CH
+                ncols = min(CH, vh * vw - q0)
+            else:
+                r = s // nrow_seg
+                j0 = (s - r * nrow_seg) * CH
+                q0 = r * vw + j0
+                ncols = min(CH, vw - j0)
+            r0 = q0 // vw
+            bo = xb + r0 * rstep + (q0 - r0 * vw)
+            cq = c0 + r0 * crow + (q0 - r0 * vw)
+            # the taps' lane masks at kmask[K:], then repeated over the channels
+            t = K
+            for kh in range(KH):
+                for kw in range(KW):
+                    kmask[t] = tap_mask(q0, ncols, vw, ih0 + kh * dh, sh, H,
+                                        kmask[t + khw], kmask[t + 2 * khw])
+                    t += 1
+            for k in range(0, K, khw):
+                for q in range(khw):
+                    kmask[k + q] = kmask[K + q]
+            for kb in range(nkb):
+                k0 = kb * KC
+                kc = min(KC, K - k0)
+                acc = 1 if kb > 0 else 0
+                for ir in range(mpan):
+                    rows = min(MR, mv - ir * MR)
+                    ao = (mg + ir * MR) * K + k0
+                    co = cq + ir * MR * ldc
+                    if ncols > 3 * L:
+                        _ukw4(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols, cb,
+                              co, ldc, acc)
+                    elif ncols > 2 * L:
+                        _ukw3(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols, cb,
+                              co, ldc, acc)
+                    elif ncols > L:
+                        _ukw2(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols, cb,
+                              co, ldc, acc)
+                    else:
+                        _ukw1(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols, cb,
+                              co, ldc, acc)
+    return impl
