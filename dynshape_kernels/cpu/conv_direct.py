@@ -34,7 +34,7 @@ def direct_sizes(vh, vw, mv, KH, KW, sh, sw, dh, dw):
     return R, Wp, pitch, R * Wp, mv * vh * pitch
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _pack_rows(x, xc, xsh, xsw, H, W, ih0, iw0, R, Wp, buf):
     """buf[r, j] = x[ih0 + r, iw0 + j] inside x, 0 outside (padding is not read)."""
     zero = buf.dtype.type(0)
@@ -59,13 +59,13 @@ def _pack_rows(x, xc, xsh, xsw, H, W, ih0, iw0, R, Wp, buf):
             store_at(buf, d + j, zero)
 
 
-@njit(cache=True, fastmath={"contract"})
+@njit(cache=True, _nrt=False, fastmath={"contract"})
 def _flat1(acc, a0_, n, buf, o, w0):
     for q in range(n):
         store_at(acc, a0_ + q, load_at(acc, a0_ + q) + w0 * load_at(buf, o + q))
 
 
-@njit(cache=True, fastmath={"contract"})
+@njit(cache=True, _nrt=False, fastmath={"contract"})
 def _flat3(acc, a0_, n, buf, o, d, w0, w1, w2):
     for q in range(n):
         store_at(acc, a0_ + q, load_at(acc, a0_ + q) + (w0 * load_at(buf, o + q)
@@ -73,7 +73,7 @@ def _flat3(acc, a0_, n, buf, o, d, w0, w1, w2):
                                                          + w2 * load_at(buf, o + 2 * d + q)))
 
 
-@njit(cache=True, fastmath={"contract"})
+@njit(cache=True, _nrt=False, fastmath={"contract"})
 def _flat3x3(acc, a0_, n, buf, o, d, e, w0, w1, w2, w3, w4, w5, w6, w7, w8):
     """acc += the 9 taps of a 3x3 kernel in one pass (``d``: the buffer step between the
     taps of a row, ``e``: between kernel rows; weights row-major)."""
@@ -88,13 +88,13 @@ def _flat3x3(acc, a0_, n, buf, o, d, e, w0, w1, w2, w3, w4, w5, w6, w7, w8):
                        + w8 * load_at(buf, p + 2 * e + 2 * d))))
 
 
-@njit(cache=True, fastmath={"contract"})
+@njit(cache=True, _nrt=False, fastmath={"contract"})
 def _strided1(acc, a0_, vw, buf, o, sw, w0):
     for j in range(vw):
         store_at(acc, a0_ + j, load_at(acc, a0_ + j) + w0 * load_at(buf, o + j * sw))
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _add_taps(acc, a0_, buf, w, wr, vh, vw, Wp, pitch, KH, KW, sh, sw, dh, dw):
     """acc (one output channel, rows of ``pitch``) += all taps of one input channel."""
     flat = sh == 1 and sw == 1
