@@ -281,6 +281,9 @@ def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, 
     khw = common[CV_KH] * common[CV_KW]
     K = common[CV_CG] * khw
     windowed = mode != PACKED
+    # the window's source by address: one compiled window tile for x and for its copy (x
+    # and xs stay referenced by this frame for the whole call)
+    src = x.ctypes.data if mode == IN_PLACE else xs.ctypes.data
     # nothing between the product and y: no bias, residual, activation or step program,
     # unit column stride (the window kernels' stores are contiguous per row)
     plain = (common[CV_HASB] == 0 and common[CV_HASR] == 0 and code == IDENTITY
@@ -334,12 +337,8 @@ def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, 
                     c0 = 0
                     cl = ldc
                     crow = vw
-                if mode == IN_PLACE:
-                    window_tile(x, wgeo, w, common, n, g, mg, mv, vh, vw, entries[t, T_IH0],
-                                entries[t, T_IW0], KC, koff, kmask, cb, c0, cl, crow)
-                else:
-                    window_tile(xs, wgeo, w, common, n, g, mg, mv, vh, vw, entries[t, T_IH0],
-                                entries[t, T_IW0], KC, koff, kmask, cb, c0, cl, crow)
+                window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, entries[t, T_IH0],
+                            entries[t, T_IW0], KC, koff, kmask, cb, c0, cl, crow)
                 keep = False
             else:
                 same = a_kept and slot == a_slot and g == a_g and m0 == a_m0 and mv == a_mv

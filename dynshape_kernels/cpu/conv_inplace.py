@@ -181,10 +181,10 @@ def window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff, 
     elements is read or written."""
 
 
-@overload(window_tile, inline="always")
+@overload(window_tile, jit_options={"_nrt": False})
 def _window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff, kmask, cb, c0,
                  ldc, crow):
-    if is_half(src.dtype) or is_half(w.dtype) or cb.dtype != src.dtype:
+    if is_half(w.dtype) or cb.dtype != w.dtype:
         return (lambda src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff, kmask,
                 cb, c0, ldc, crow: None)
     L = 512 // cb.dtype.bitwidth        # lanes of a vector

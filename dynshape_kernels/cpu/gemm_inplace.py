@@ -27,7 +27,9 @@ accumulate)``, NV vectors of W lanes (W = 16 float32, 8 float64; NR = NV * W):
 
 The window form (``make_inplace_ukernel(MR, NV, window=True)``, conv2d's input read where
 it lies) differs only in B: ``uk(kc, pa, a_off, lda, acs, rows, pb, b_off, koff, kmask, k0,
-ncols, cb, cb_off, ldc, accumulate)`` reads row k of B at ``pb[b_off + koff[k0 + k] + j]``
+ncols, cb, cb_off, ldc, accumulate)``, ``pb`` the address of B's first element (an integer:
+one compiled caller serves every source array type), reads row k of B at
+``pb[b_off + koff[k0 + k] + j]``
 (``koff``: int64 offsets, any order) for the lanes j whose bit j of ``kmask[k0 + k]``
 (int64; bits at j >= ncols must be clear) is set, and takes zero for the others without
 reading them: the rows of a conv tile's B matrix are input row segments shifted by the
@@ -46,14 +48,16 @@ def make_inplace_ukernel(MR, NV, window=False):
     window form when ``window``."""
 
     def typer(kc, pa, pb, cb, tables):
-        for arr in (pa, pb, cb):
+        for arr in (pa, pb, cb) if pb is not None else (pa, cb):
             if not isinstance(arr, types.Array) or arr.ndim != 1:
                 return None
         for arr in tables:
             if not isinstance(arr, types.Array) or arr.ndim != 1 or arr.dtype != types.int64:
                 return None
         dt = cb.dtype
-        if dt not in (types.float32, types.float64) or pa.dtype != dt or pb.dtype != dt:
+        if dt not in (types.float32, types.float64) or pa.dtype != dt:
+            return None
+        if pb is not None and pb.dtype != dt:
             return None
         return dt
 
@@ -61,12 +65,14 @@ def make_inplace_ukernel(MR, NV, window=False):
         @intrinsic
         def uk(typingctx, kc, pa, a_off, lda, acs, rows, pb, b_off, koff, kmask, k0, ncols, cb,
                cb_off, ldc, accumulate):
-            dt = typer(kc, pa, pb, cb, (koff, kmask))
+            if not isinstance(pb, types.Integer):
+                return None
+            dt = typer(kc, pa, None, cb, (koff, kmask))
             if dt is None:
                 return None
             i64t = types.int64
-            sig = types.void(i64t, pa, i64t, i64t, i64t, i64t, pb, i64t, koff, kmask, i64t,
-                             i64t, cb, i64t, i64t, i64t)
+            sig = types.void(i64t, pa, i64t, i64t, i64t, i64t, types.uintp, i64t, koff, kmask,
+                             i64t, i64t, cb, i64t, i64t, i64t)
             return sig, _codegen(dt, window=True)
     else:
         @intrinsic
@@ -100,7 +106,11 @@ def make_inplace_ukernel(MR, NV, window=False):
             i1 = ir.IntType(1)
 
             a_p = builder.gep(data(1, pa_v), [a_off], inbounds=False)
-            b_p = builder.gep(data(6, pb_v), [b_off], inbounds=False)
+            if window:      # B's data pointer comes as an address (any source array)
+                b_p = builder.gep(builder.inttoptr(pb_v, fty.as_pointer()), [b_off],
+                                  inbounds=False)
+            else:
+                b_p = builder.gep(data(6, pb_v), [b_off], inbounds=False)
             cb_p = builder.gep(data(ic, cb_v), [cb_off], inbounds=True)
             last = builder.sub(rows, c64(1))
             arows = []
