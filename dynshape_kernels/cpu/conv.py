@@ -29,12 +29,13 @@ ONE call: ``prange`` over threads, entries dealt out cyclically (entry t to thre
 t % threads), each thread with its own packed buffers; every entry ends in the epilogue slot
 (``conv_epilogue``: bias, residual, activation, then the step program of a fused sequence,
 if any, over the whole tile). It is compiled once per dtype (``drivers.get("conv", dtype)``).
-The tile functions are inlined into ``_thread_entries`` at Numba's IR level, which spares
-one round of optimizing and generating the whole call tree (see ``fused``'s note on compile
-time). Calls made per tile, channel or segment go to functions compiled without reference
-counting (``_nrt=False``) or are written out: both threads increment and decrement the
-shared arrays' counts atomically on every such call, and on 3->64 7x7/2 that contention
-was 13-20% of the time.
+The packed and direct tile functions are inlined into ``_thread_entries`` at Numba's IR
+level, which spares one round of optimizing and generating the whole call tree (see
+``fused``'s note on compile time); the window tile is one called function for both of its
+sources (x and its copy, by address). Calls made per tile, channel or segment go to
+functions compiled without reference counting (``_nrt=False``) or are written out: both
+threads increment and decrement the shared arrays' counts atomically on every such call,
+and on 3->64 7x7/2 that contention was 13-20% of the time.
 
 Accuracy: each output is a sum of K products accumulated in the input dtype (float32 FMAs
 in float32, blocked by KC and by vector lanes; float16 / bfloat16 operands are widened to
@@ -216,6 +217,9 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
     a0 = cast_like(y, fattrs[0])
     a1 = cast_like(y, fattrs[1])
     proto = compute_empty(y, 0)     # the workspaces' dtype (float32 for half precision)
+    # the input window's source for GEMM tiles (conv_inplace): x itself, or its phase-split
+    # copy (made below, in parallel), or nothing (packed per tile)
+    mode = window_mode(x, common)
     # per-thread workspace for the largest tile of the table (not of the slot)
     # sizes typed int64 from the start: a literal 1 would make type inference compile the
     # callees once more for Literal[int] arguments (seconds of first-use compile each)
@@ -238,14 +242,12 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
             KC = _kc_block(K, KCmax, 1)
             mp = (entries[t, T_MV] + MR - 1) // MR * MR
             npos = (entries[t, T_VH] * entries[t, T_VW] + NR - 1) // NR * NR
-            sa = max(sa, mp * KC * ((K + KC - 1) // KC))     # A of every K block
-            sb = max(sb, npos * KC)
+            if mode == PACKED:      # window tiles pack nothing
+                sa = max(sa, mp * KC * ((K + KC - 1) // KC))     # A of every K block
+                sb = max(sb, npos * KC)
             ldc = max(ldc, npos)
             rows = max(rows, mp)
     sc = max(sc, rows * ldc)
-    # the input window's source for GEMM tiles (conv_inplace): x itself, or its phase-split
-    # copy (made here, one plane per task), or nothing (packed per tile)
-    mode = window_mode(x, common)
     wgeo = np.zeros(WG_SIZE, np.int64)
     size = window_source(mode, common, wgeo) if mode != PACKED else 0
     xs = np.empty(size, proto.dtype)
