@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 from dynshape_kernels.abi.conv_table import (T_G, T_IH0, T_IW0, T_KID, T_M0, T_MV, T_N, T_NCOL,
                                               T_OH0, T_OW0, T_VH, T_VW)
-from dynshape_kernels.abi.tiles import CONV_COPY_MIN_USES, CONV_TILES
+from dynshape_kernels.abi.tiles import CONV_TILES
 from dynshape_kernels.abi.tiles import CONV_DIRECT_SLOT as DIRECT_SLOT
 from dynshape_kernels.abi.tiles import MATMUL_SLOTS_F32 as SLOTS_F32
 from dynshape_kernels.abi.tiles import MATMUL_SLOTS_F64 as SLOTS_F64
@@ -41,6 +41,7 @@ SEGMENT_COST = 2.0        # per K row and segment (its mask and offset loads)
 STEP_COST = 24.0
 WINDOW_TILE_COST = 500.0  # per tile (offset table, loop set-up)
 SEGMENT_VECTORS = 4       # vectors per segment
+COPY_COST = 32.0          # per element of a strided conv's phase-split input copy (once per call)
 # below this total model cost (about 20 us of work) a table runs on the calling thread:
 # waking the thread pool costs more than it saves
 SERIAL_COST = 2.0e6
@@ -65,12 +66,9 @@ def _split(size, cap, mult=1):
 
 def reads_window_in_place(geo, dtype):
     """Whether the GEMM slots' tiles read their input window where it lies, in x or in its
-    phase-split copy (``conv_inplace.window_mode``; an input with unit column stride is
-    assumed), rather than packing it per tile."""
-    if dtype not in ("float32", "float64") or geo["Cg"] * geo["KH"] * geo["KW"] == 0:
-        return False
-    return (geo["sw"] == 1
-            or geo["Mg"] * geo["KH"] * geo["KW"] >= CONV_COPY_MIN_USES * geo["sh"] * geo["sw"])
+    phase-split copy (``conv_inplace.window_mode``), rather than packing it per tile: every
+    format but half precision."""
+    return dtype in ("float32", "float64")
 
 
 def flat_rows(geo):
@@ -160,6 +158,9 @@ def _plan_slot(slot, geo, sizes, dtype, nthreads):
             cost = np.where(live, _tile_cost(slot, dtype, K, mv[grid[:, 3]], cv, cw, window,
                                              flat & (cw == ow_)), 0.0)
             span += makespan(cost, nthreads, 1, "cyclic") / 2
+        if window and geo["sw"] > 1:    # the copy of the phases the taps read, once per call
+            used = min(geo["KH"], geo["sh"]) * min(geo["KW"], geo["sw"]) / (geo["sh"] * geo["sw"])
+            span += COPY_COST * N * geo["C"] * geo["H"] * geo["W"] * used / nthreads
         if best is None or span < best[0]:
             best = (span, grid, (h0, vh, w0, vw, m0, mv))
     span, grid, (h0, vh, w0, vw, m0, mv) = best

@@ -19,9 +19,6 @@ POOL_TILES = ((16, 32, 0), (8, 64, 0), (4, 128, 0), (2, 256, 0))
 #: (depthwise) kernel
 CONV_TILES = ((192, 512, 0), (48, 192, 0), (8, 2048, 0))
 CONV_DIRECT_SLOT = 2
-#: GEMM tiles of a strided conv2d read a phase-split copy of the input when each copied
-#: element feeds enough products: ``Mg * KH * KW >= CONV_COPY_MIN_USES * sh * sw``
-CONV_COPY_MIN_USES = 64
 
 #: matmul micro-kernel slots per dtype: (MR, NR, MC, NC, KC)
 MATMUL_SLOTS_F32 = (

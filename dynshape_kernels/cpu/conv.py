@@ -5,13 +5,13 @@ group, output positions), see ``CONV_TILES``:
 
 * slot 0, 1 -- implicit GEMM per group, ``C[m, p] = sum_k W[m, k] * X_col[k, p]`` with
   K = Cg*KH*KW, two ways (``conv_inplace.window_mode``, the same for every tile of a call):
-  - window tiles (float32/float64 with unit horizontal stride, or strided convs whose
-    input copy pays): the weights and the input window read where they lie, x itself or a
-    phase-split copy of it made once per call, by the window form of the in-place
-    micro-kernels (6 rows x 1-4 vectors, masked loads for the padding), see
-    ``conv_inplace``; a plain product (no bias, residual, activation or step program) is
-    stored straight into y.
-  - packed tiles (half precision, and strided convs where a copy does not pay): the
+  - window tiles (float32 and float64): the weights and the input window read where they
+    lie, in x itself (unit horizontal stride) or in a copy of x split into phases by the
+    strides, made once per call, by the window form of the in-place micro-kernels (6 rows
+    x 1-4 vectors, masked loads for the padding), see ``conv_inplace``; a plain product
+    (no bias, residual, activation or step program) is stored straight into y.
+  - packed tiles (half precision, widened to float32 as it is packed; compiled only for
+    the half-precision drivers): the
     register-blocked micro-kernels of ``gemm.py`` (slot 0: MR x NR = 6 x 4 vectors, slot
     1: 6 x 3 vectors; MR, NR, KC from ``gemm.SLOTS_F32/F64``), A (the weights, every K
     block) packed by ``gemm.pack_a`` once per thread for its consecutive tiles of one group
@@ -64,7 +64,7 @@ from .conv_window import pack_window
 from .gemm_operands import _slot_cfg_stub, _uk0, _uk1
 from .gemm_pack import _aligned_empty, _kc_block, pack_a
 from .gemm_ukernel import load_at
-from .half import compute_empty, load
+from .half import compute_empty, is_half, load
 from .scalar_ops import IDENTITY, cast_like
 from ..abi.storage import carrier, compute
 from .steps import MAX_SIDES
@@ -89,9 +89,22 @@ def _uk(slot, kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc):
         _uk1(kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc)
 
 
-@njit(inline="always")
 def packed_product(slot, x, w, common, n, g, mg, mv, vh, vw, ih0, iw0, ws_a, a_state, ws_b,
                    ws_c, ldc):
+    """Half precision only (float32 and float64 tiles read their window, ``conv_inplace``;
+    a no-op for them, so that their drivers compile none of the packing): ``_packed``."""
+
+
+@overload(packed_product, inline="always")
+def _packed_product(slot, x, w, common, n, g, mg, mv, vh, vw, ih0, iw0, ws_a, a_state, ws_b,
+                    ws_c, ldc):
+    if not is_half(x.dtype):
+        return (lambda slot, x, w, common, n, g, mg, mv, vh, vw, ih0, iw0, ws_a, a_state, ws_b,
+                ws_c, ldc: None)
+    return _packed
+
+
+def _packed(slot, x, w, common, n, g, mg, mv, vh, vw, ih0, iw0, ws_a, a_state, ws_b, ws_c, ldc):
     """The product of one implicit-GEMM tile (output channels ``mg .. mg+mv`` of group g
     at the ``vh x vw`` positions of image n whose tap (0, 0) input is (ih0, iw0)), all of
     K, with packed operands, into ``ws_c``: ``ceil(mv/MR)*MR`` accumulator rows of pitch
@@ -249,7 +262,9 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
             rows = max(rows, mp)
     sc = max(sc, rows * ldc)
     wgeo = np.zeros(WG_SIZE, np.int64)
-    size = window_source(mode, common, wgeo) if mode != PACKED else 0
+    size = 0
+    if mode != PACKED and ne > 0:
+        size = window_source(mode, common, entries[0, T_IH0], entries[0, T_IW0], wgeo)
     xs = np.empty(size, proto.dtype)
     if mode == COPIED:
         nrows = common[CV_N] * common[CV_C] * common[CV_H]
@@ -328,7 +343,7 @@ def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, 
                 _, _, KCmax = _ukernel(slot, ws_c)
                 KC = _kc_block(K, KCmax, 1)
                 # a plain product goes straight into y (no epilogue pass)
-                direct = plain
+                direct = plain and K > 0
                 cb = product_buffer(y, ws_c, direct)
                 if direct:
                     c0 = (common[CV_YOFF] + n * common[CV_YSN] + mg * common[CV_YSC]
@@ -339,8 +354,12 @@ def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, 
                     c0 = 0
                     cl = ldc
                     crow = vw
-                window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, entries[t, T_IH0],
-                            entries[t, T_IW0], KC, koff, kmask, cb, c0, cl, crow)
+                if K == 0:      # no input channels: the epilogue adds the bias to zeros
+                    for i in range(mv * ldc):
+                        ws_c[i] = 0
+                else:
+                    window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, entries[t, T_IH0],
+                                entries[t, T_IW0], KC, koff, kmask, cb, c0, cl, crow)
                 keep = False
             else:
                 same = a_kept and slot == a_slot and g == a_g and m0 == a_m0 and mv == a_mv

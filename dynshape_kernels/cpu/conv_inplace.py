@@ -17,9 +17,9 @@ rows, broadcast in place as the A operand.
 Sources (``window_mode``): x itself (``IN_PLACE``); or, for other strides, a copy of x split
 into phases by the conv strides (``COPIED``: phase (a, b) of plane (n, c) holds rows
 ``a, a+sh, ...`` and columns ``b, b+sw, ...``), in which every tap reads unit-stride rows and
-one output row further is one phase row further -- made once per call, in parallel, when
-each copied element feeds at least ``CONV_COPY_MIN_USES`` products per tap and stride
-(3 -> 64 7x7/2: 3136; a 1x1/2 layer would not pay for it and stays ``PACKED``).
+one output row further is one phase row further -- made once per call, in parallel, of the
+phases some tap reads only (a 1x1/2 conv copies a quarter of x): never more than the packed
+path copies, which packs the same window elements again for every tile and channel block.
 
 A tile runs in segments of up to 4 vectors (64 float32 or 32 float64 positions): across
 rows when one output row further is exactly ``vw`` elements further in the source and in
@@ -36,8 +36,7 @@ import numpy as np
 from numba import njit
 from numba.extending import overload
 
-from ..abi.tiles import CONV_COPY_MIN_USES
-from ..abi.conv_table import (CV_C, CV_N, CV_CG, CV_DH, CV_DW, CV_H, CV_KH, CV_KW, CV_MG, CV_SH,
+from ..abi.conv_table import (CV_C, CV_N, CV_CG, CV_DH, CV_DW, CV_H, CV_KH, CV_KW, CV_SH,
                               CV_SW, CV_W, CV_XOFF, CV_XSC, CV_XSH, CV_XSN, CV_XSW)
 from .conv_window import col_range
 from .gemm_inplace import make_inplace_ukernel
@@ -56,15 +55,15 @@ _ukw4 = make_inplace_ukernel(MR, 4, window=True)
 PACKED, IN_PLACE, COPIED = 0, 1, 2
 #: ``wgeo``, the source of the window (x itself or its phase-split copy): element offset,
 #: image, channel and row strides, the row and column phase strides, the row and column
-#: split factors (1 in place; the conv strides in a copy)
-(WG_OFF, WG_SN, WG_SC, WG_SH, WG_PH, WG_PW, WG_FH, WG_FW, WG_SIZE) = range(9)
+#: split factors (1 in place; the conv strides in a copy), the tiles' first input row and
+#: column modulo those factors (the same for every tile)
+(WG_OFF, WG_SN, WG_SC, WG_SH, WG_PH, WG_PW, WG_FH, WG_FW, WG_RH, WG_RW, WG_SIZE) = range(11)
 
 
 def window_mode(x, common):
     """How GEMM tiles reach their input window: ``IN_PLACE`` with unit column stride and
-    unit horizontal conv stride; ``COPIED`` (a phase-split copy, see ``phase_split``) for
-    other strides when every copied element feeds enough FMAs; else ``PACKED``. Half
-    precision is always packed (packing widens it); K = 0 too."""
+    unit horizontal conv stride, else ``COPIED`` (a phase-split copy, ``phase_split``);
+    ``PACKED`` for half precision (packing widens it to float32)."""
 
 
 @overload(window_mode)
@@ -73,24 +72,20 @@ def _window_mode(x, common):
         return lambda x, common: PACKED
 
     def impl(x, common):
-        taps = common[CV_KH] * common[CV_KW]
-        if common[CV_CG] * taps == 0:
-            return PACKED
         if common[CV_XSW] == 1 and common[CV_SW] == 1:
             return IN_PLACE
-        if common[CV_MG] * taps >= CONV_COPY_MIN_USES * common[CV_SH] * common[CV_SW]:
-            return COPIED
-        return PACKED
+        return COPIED
     return impl
 
 
 @njit(cache=True)
-def window_source(mode, common, wgeo):
-    """Fill ``wgeo`` for ``mode`` (not ``PACKED``) and return the element count of the
-    phase-split copy (0 in place). The copy splits every input plane (n, c) by the conv
-    strides into ``sh*sw`` phases of ``Hq x Wq``: phase (a, b) holds the input rows
-    ``a, a+sh, ...`` and columns ``b, b+sw, ...``, so that every kernel tap reads unit-stride
-    rows of one phase, and one output row further is one phase row further."""
+def window_source(mode, common, ih0, iw0, wgeo):
+    """Fill ``wgeo`` for ``mode`` (not ``PACKED``; ``(ih0, iw0)``: any tile's first input
+    row and column) and return the element count of the phase-split copy (0 in place). The
+    copy splits every input plane (n, c) by the conv strides into ``sh*sw`` phases of
+    ``Hq x Wq``: phase (a, b) holds the input rows ``a, a+sh, ...`` and columns
+    ``b, b+sw, ...``, so that every kernel tap reads unit-stride rows of one phase, and one
+    output row further is one phase row further."""
     if mode == IN_PLACE:
         wgeo[WG_OFF] = common[CV_XOFF]
         wgeo[WG_SN] = common[CV_XSN]
@@ -100,6 +95,8 @@ def window_source(mode, common, wgeo):
         wgeo[WG_PW] = 0
         wgeo[WG_FH] = 1
         wgeo[WG_FW] = 1
+        wgeo[WG_RH] = 0
+        wgeo[WG_RW] = 0
         return 0
     sh = common[CV_SH]
     sw = common[CV_SW]
@@ -113,14 +110,35 @@ def window_source(mode, common, wgeo):
     wgeo[WG_SN] = common[CV_C] * wgeo[WG_SC]
     wgeo[WG_FH] = sh
     wgeo[WG_FW] = sw
+    wgeo[WG_RH] = ih0 % sh
+    wgeo[WG_RW] = iw0 % sw
     return common[CV_N] * wgeo[WG_SN]
+
+
+@njit(cache=True)
+def phase_used(r, f, taps, d):
+    """Whether phase ``a`` (bit a of the result) of a split by ``f`` is read by some of the
+    ``taps`` kernel taps (dilation d) when the tiles start at phase r."""
+    if f > 62:                          # (strides past 62: every phase counts as read)
+        return np.int64(-1)
+    used = np.int64(0)
+    for k in range(min(taps, f)):       # taps k and k + f read the same phase
+        used |= np.int64(1) << ((r + k * d) % f)
+    return used
+
+
+@njit(inline="always")
+def is_used(used, a):
+    """Bit a of a ``phase_used`` result (any a >= 0)."""
+    return used == -1 or (used >> a) & 1 == 1
 
 
 @njit(cache=True)
 def phase_split(x, common, wgeo, xs, lo, hi):
     """Input rows ``lo .. hi`` (row i = (n*C + c)*H + ih) of x (any strides) into their
-    phases of the copy ``xs`` (``window_source``). Phase columns past the input's end are
-    left unwritten: the masks never read them."""
+    phases of the copy ``xs`` (``window_source``), the phases some tap reads only (the
+    others, and phase columns past the input's end, are left unwritten: no tap or mask
+    reads them)."""
     C = common[CV_C]
     H = common[CV_H]
     W = common[CV_W]
@@ -128,19 +146,41 @@ def phase_split(x, common, wgeo, xs, lo, hi):
     fh = wgeo[WG_FH]
     fw = wgeo[WG_FW]
     step = fw * xsw
-    for i in range(lo, hi):
-        plane = i // H
-        ih = i - plane * H
-        n = plane // C
-        c = plane - n * C
-        src = common[CV_XOFF] + n * common[CV_XSN] + c * common[CV_XSC] + ih * common[CV_XSH]
-        dst = (n * wgeo[WG_SN] + c * wgeo[WG_SC] + (ih % fh) * wgeo[WG_PH]
-               + (ih // fh) * wgeo[WG_SH])
-        for ph in range(fw):
-            s0 = src + ph * xsw
-            d0 = dst + ph * wgeo[WG_PW]
-            for q in range((W - ph + fw - 1) // fw):
-                store_at(xs, d0 + q, load(load_at(x, s0 + q * step)))
+    rows_used = phase_used(wgeo[WG_RH], fh, common[CV_KH], common[CV_DH])
+    cols_used = phase_used(wgeo[WG_RW], fw, common[CV_KW], common[CV_DW])
+    if lo >= hi:
+        return
+    plane = lo // H                     # (divisions once: rows are short, 28 elements of a
+    ih = lo - plane * H                 # 1x1/2 phase, and a division per row cost more
+    n = plane // C                      # than the row's copy)
+    c = plane - n * C
+    a = ih % fh                         # the row's phase and its row in the phase
+    qh = ih // fh
+    for _ in range(hi - lo):
+        if is_used(rows_used, a):
+            src = (common[CV_XOFF] + n * common[CV_XSN] + c * common[CV_XSC]
+                   + ih * common[CV_XSH])
+            dst = n * wgeo[WG_SN] + c * wgeo[WG_SC] + a * wgeo[WG_PH] + qh * wgeo[WG_SH]
+            for ph in range(fw):
+                if not is_used(cols_used, ph):
+                    continue
+                s0 = src + ph * xsw
+                d0 = dst + ph * wgeo[WG_PW]
+                for q in range((W - ph + fw - 1) // fw):
+                    store_at(xs, d0 + q, load(load_at(x, s0 + q * step)))
+        ih += 1
+        a += 1
+        if a == fh:
+            a = 0
+            qh += 1
+        if ih == H:
+            ih = 0
+            a = 0
+            qh = 0
+            c += 1
+            if c == C:
+                c = 0
+                n += 1
 
 
 @njit(cache=True)
@@ -212,8 +252,8 @@ def _window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff,
         # koff[k], k = (c, kh, kw): row k's offset from its segment's first source element
         # (the tap's phase, row and column in the source; rh, rw: the tile's first input
         # row and column modulo the split factors, the same for every tile)
-        rh = ih0 % fh
-        rw = iw0 % fw
+        rh = wgeo[WG_RH]
+        rw = wgeo[WG_RW]
         k = 0
         for c in range(Cg):
             for kh in range(KH):

@@ -20,7 +20,6 @@ from numba import njit
 import dynshape
 from dynshape.planning import conv as planner
 from dynshape_kernels.abi import conv_table as CT
-from dynshape_kernels.abi.tiles import CONV_COPY_MIN_USES
 from dynshape_kernels.cpu import conv_inplace as CI
 from oracles import out_size, ref_conv
 
@@ -54,9 +53,7 @@ def window_cases(draw):
     KH, KW = draw(st.integers(1, 4)), draw(st.integers(1, 4))
     sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
-    # output channels per group: a few, or enough that strided convs copy the input
-    copy_mg = -(-CONV_COPY_MIN_USES * sh * sw // (KH * KW))
-    Mg = draw(st.one_of(st.integers(6, 20), st.integers(copy_mg, copy_mg + 13)))
+    Mg = draw(st.one_of(st.integers(1, 20), st.integers(40, 70)))
     H = draw(st.integers(1, 24))
     W = draw(st.sampled_from([1, 5, 13, 16, 17, 31, 33, 63, 64, 65, 70, 129]))
     pads = tuple(draw(st.integers(0, 3)) for _ in range(4))
@@ -78,8 +75,8 @@ def window_cases(draw):
                "every_other", False), seed=3)
 @given(case=window_cases(), seed=st.integers(0, 2**31))
 def test_window_tiles_match_the_reference(case, seed):
-    """Every window mode (in place, phase-split copy of any stride and layout, packed where
-    a copy does not pay), segments within rows and across them (W == OW, ceil(W/sw) == OW),
+    """Both window modes (in place; a phase-split copy, of the phases the taps read, for any
+    stride and layout), segments within rows and across them (W == OW, ceil(W/sw) == OW),
     every lane tail, one and several K blocks, channel tails, groups, with and without a
     bias (the product stored straight into y, or through the epilogue); y written only
     inside its NaN frame."""
@@ -135,24 +132,28 @@ def _mode(x, common):
     return CI.window_mode(x, common)
 
 
-@pytest.mark.parametrize("dt, xsw, sh, sw, Mg, KH, KW, mode", [
-    (np.float32, 1, 1, 1, 8, 3, 3, CI.IN_PLACE),
-    (np.float64, 1, 2, 1, 1, 1, 1, CI.IN_PLACE),     # vertical stride: rows in place
-    (np.float32, 2, 1, 1, 8, 3, 3, CI.COPIED),       # a strided input is copied
-    (np.float32, 1, 2, 2, 64, 7, 7, CI.COPIED),
-    (np.float32, 1, 2, 2, 28, 3, 3, CI.PACKED),      # 28*9 < 64*4: a copy does not pay
-    (np.float32, -1, 1, 1, 29, 3, 3, CI.COPIED),
-    (np.float16, 1, 1, 1, 64, 3, 3, CI.PACKED),      # half precision: widened by packing
+@pytest.mark.parametrize("dt, xsw, sh, sw, mode", [
+    (np.float32, 1, 1, 1, CI.IN_PLACE),
+    (np.float64, 1, 2, 1, CI.IN_PLACE),     # vertical stride: rows in place
+    (np.float32, 2, 1, 1, CI.COPIED),       # a strided input is copied
+    (np.float32, 1, 2, 2, CI.COPIED),
+    (np.float64, -1, 1, 1, CI.COPIED),
+    (np.float16, 1, 1, 1, CI.PACKED),       # half precision: widened by packing
 ])
-def test_window_mode(dt, xsw, sh, sw, Mg, KH, KW, mode):
+def test_window_mode(dt, xsw, sh, sw, mode):
     common = np.zeros(CT.CV_SIZE, np.int64)
-    common[[CT.CV_XSW, CT.CV_SH, CT.CV_SW, CT.CV_MG, CT.CV_KH, CT.CV_KW, CT.CV_CG]] = \
-        (xsw, sh, sw, Mg, KH, KW, 4)
+    common[[CT.CV_XSW, CT.CV_SH, CT.CV_SW]] = (xsw, sh, sw)
     x = np.zeros(4, np.uint16 if dt == np.float16 else dt)     # float16's carrier: uint16
     assert _mode(x, common) == mode
-    geo = dict(sh=sh, sw=sw, Mg=Mg, KH=KH, KW=KW, Cg=4)
-    if xsw == 1:        # the planner assumes unit column stride
-        assert planner.reads_window_in_place(geo, np.dtype(dt).name) == (mode != CI.PACKED)
+    assert planner.reads_window_in_place({}, np.dtype(dt).name) == (mode != CI.PACKED)
+
+
+@pytest.mark.parametrize("r, f, taps, d, used", [
+    (0, 1, 3, 1, 0b1), (0, 2, 1, 1, 0b1), (1, 2, 1, 1, 0b10), (1, 2, 3, 1, 0b11),
+    (0, 2, 3, 2, 0b1), (2, 4, 2, 2, 0b101), (1, 3, 2, 1, 0b110), (0, 70, 1, 1, -1)])
+def test_phase_used(r, f, taps, d, used):
+    """The phases a copy holds: those some tap reads (1x1/2: one of four; 3x3/2: all)."""
+    assert CI.phase_used.py_func(r, f, taps, d) == used
 
 
 def test_flat_rows_and_the_tiles_they_favour():

@@ -376,19 +376,21 @@ def test_cost_model_prices_row_segments():
     assert vw == {64}, vw
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
 @pytest.mark.parametrize("forced", [0, 1])
-def test_weights_packed_once_per_channel_block_are_the_right_ones(slot, forced):
+def test_weights_packed_once_per_channel_block_are_the_right_ones(slot, forced, dtype):
     """A thread packs a channel block's weights once for consecutive tiles of that block and
-    packs again when the group or block changes: several groups, channel blocks of unequal
+    packs again when the group or block changes (float16: packed tiles; float32: window
+    tiles, which read the weights in place): several groups, channel blocks of unequal
     size (the last is short), two K blocks, several images and tiles per image, each thread
     seeing blocks alternate, against the reference."""
     rng = np.random.default_rng(11)
-    x = rng.standard_normal((3, 2 * 32, 29, 70)).astype(np.float32)
-    w = rng.standard_normal((2 * 200, 32, 3, 3)).astype(np.float32)     # K = 288: 2 blocks
-    b = rng.standard_normal(400).astype(np.float32)
+    x = rng.standard_normal((3, 2 * 32, 29, 70)).astype(dtype)
+    w = (rng.standard_normal((2 * 200, 32, 3, 3)) / 4).astype(dtype)    # K = 288: 2 blocks
+    b = rng.standard_normal(400).astype(dtype)
     attrs = dict(pads=(1, 1, 1, 1), group=2, strides=(1, 1), dilations=(1, 1))
     slot(forced)
-    t = dynshape.explain("conv2d", x.shape, w.shape, **attrs)
+    t = dynshape.explain("conv2d", x.shape, w.shape, dtype=dtype, **attrs)
     from dynshape_kernels.abi.conv_table import T_G, T_M0, T_N
     blocks = {(int(r[T_G]), int(r[T_M0])) for r in t.entries}
     assert len(blocks) >= 4 and len({int(r[T_N]) for r in t.entries}) == 3
