@@ -241,6 +241,7 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
     sc = np.int64(1)
     ldc = np.int64(1)
     rows = np.int64(1)
+    gemm_tiles = False
     for t in range(ne):
         slot = entries[t, T_KID] - base
         if slot == DIRECT_SLOT:
@@ -260,7 +261,10 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
                 sb = max(sb, npos * KC)
             ldc = max(ldc, npos)
             rows = max(rows, mp)
+            gemm_tiles = True
     sc = max(sc, rows * ldc)
+    if not gemm_tiles:      # direct tiles only (depthwise): no window, so no input copy
+        mode = PACKED
     wgeo = np.zeros(WG_SIZE, np.int64)
     size = 0
     if mode != PACKED and ne > 0:
