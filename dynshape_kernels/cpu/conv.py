@@ -52,7 +52,7 @@ from ..abi.tiles import CONV_DIRECT_SLOT, CONV_TILES
 from ..abi.vocabulary import CONV_OPS  # noqa: F401
 from .conv_direct import direct_sizes, direct_tile
 from .conv_inplace import (COPIED, IN_PLACE, PACKED, WG_SIZE, phase_split, window_mode,
-                           window_source, window_tile)
+                           window_offsets, window_source, window_tile)
 from .conv_epilogue import finish_channel, prepare_channel, store_channel, tile_steps
 from ..abi.conv_table import (CV_BOFF, CV_BS, CV_C, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB, CV_HASR,
                           CV_IDBASE, CV_KH, CV_KW, CV_MG, CV_N, CV_NTH, CV_OH, CV_OW,
@@ -310,7 +310,9 @@ def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, 
     plain = (common[CV_HASB] == 0 and common[CV_HASR] == 0 and code == IDENTITY
              and prog.shape[0] == 0 and common[CV_YSW] == 1)
     koff = np.empty(K if windowed else 0, np.int64)
-    kmask = np.empty(K + 3 * khw if windowed else 0, np.int64)
+    kmask = np.empty(K + common[CV_KH] + 3 * common[CV_KW] if windowed else 0, np.int64)
+    if windowed:
+        window_offsets(wgeo, common, koff)
     base = common[CV_IDBASE]
     N = common[CV_N]
     Mg = common[CV_MG]

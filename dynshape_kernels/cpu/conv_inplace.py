@@ -195,19 +195,51 @@ def lane_bits(lo, hi):
 
 
 @njit(inline="always")
-def tap_mask(q0, ncols, vw, ihb, sh, H, lo, hi):
-    """The lanes of one kernel tap over the segment of output positions ``q0 .. q0+ncols``
-    of a tile ``vw`` columns wide (position q = r*vw + j): bit ``q - q0`` set when the
-    tap's input row ``ihb + r*sh`` lies in ``[0, H)`` and column j in ``[lo, hi)`` (the
-    tap's valid columns, ``conv_window.col_range``)."""
+def row_mask(q0, ncols, vw, ihb, sh, H):
+    """The lanes of the segment of output positions ``q0 .. q0+ncols`` of a tile ``vw``
+    columns wide (position q = r*vw + j) whose row reads inside the input at one kernel row:
+    bit ``q - q0`` set when input row ``ihb + r*sh`` lies in ``[0, H)``."""
+    m = np.int64(0)
+    for r in range(q0 // vw, (q0 + ncols - 1) // vw + 1):
+        ih = ihb + r * sh
+        if 0 <= ih < H:
+            m |= lane_bits(r * vw - q0, min((r + 1) * vw - q0, ncols))
+    return m
+
+
+@njit(inline="always")
+def col_mask(q0, ncols, vw, lo, hi):
+    """The lanes of that segment whose column j lies in ``[lo, hi)`` (one kernel column's
+    valid columns, ``conv_window.col_range``). A tap's mask is its row's ``row_mask`` and
+    its column's ``col_mask``: KH + KW evaluations per segment, not KH * KW."""
     m = np.int64(0)
     if lo >= hi:
         return m
     for r in range(q0 // vw, (q0 + ncols - 1) // vw + 1):
-        ih = ihb + r * sh
-        if 0 <= ih < H:
-            m |= lane_bits(r * vw + lo - q0, min(r * vw + hi - q0, ncols))
+        m |= lane_bits(r * vw + lo - q0, min(r * vw + hi - q0, ncols))
     return m
+
+
+@njit(cache=True, _nrt=False)
+def window_offsets(wgeo, common, koff):
+    """``koff[k]``, k = (c, kh, kw): the offset of row k of every window tile's B matrix
+    from its segment's first source element (the tap's phase, row and column in the
+    source; ``WG_RH``, ``WG_RW``: the tiles' first input row and column modulo the split
+    factors, the same for every tile): once per thread and call, not per tile."""
+    fh = wgeo[WG_FH]
+    fw = wgeo[WG_FW]
+    rs = wgeo[WG_SH]
+    rh = wgeo[WG_RH]
+    rw = wgeo[WG_RW]
+    k = 0
+    for c in range(common[CV_CG]):
+        for kh in range(common[CV_KH]):
+            a = rh + kh * common[CV_DH]
+            for kw in range(common[CV_KW]):
+                b = rw + kw * common[CV_DW]
+                koff[k] = (c * wgeo[WG_SC] + (a % fh) * wgeo[WG_PH] + (a // fh) * rs
+                           + (b % fw) * wgeo[WG_PW] + b // fw)
+                k += 1
 
 
 def window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff, kmask, cb, c0,
@@ -216,8 +248,8 @@ def window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff, 
     and columns ``vh x vw`` of image n whose tap (0, 0) input is (ih0, iw0)) into
     ``cb[c0 + i*ldc + r*crow + j]`` (the tile's accumulator rows, ``crow = vw``, or the
     output itself), the weights and ``src`` (x itself or its phase-split copy, addressed by
-    ``wgeo``) read in place, K in blocks of ``KC``. ``koff`` holds K int64s, ``kmask`` K +
-    3*KH*KW. Only when ``window_mode`` is not ``PACKED``; nothing of cb but the tile's
+    ``wgeo``) read in place, K in blocks of ``KC``. ``koff`` holds the K row offsets
+    (``window_offsets``), ``kmask`` K + KH + 3*KW int64s. Only when ``window_mode`` is not ``PACKED``; nothing of cb but the tile's
     elements is read or written."""
 
 
@@ -249,28 +281,13 @@ def _window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff,
         fw = wgeo[WG_FW]
         rs = wgeo[WG_SH]
         rstep = (sh // fh) * rs         # source elements per output row
-        # koff[k], k = (c, kh, kw): row k's offset from its segment's first source element
-        # (the tap's phase, row and column in the source; rh, rw: the tile's first input
-        # row and column modulo the split factors, the same for every tile)
-        rh = wgeo[WG_RH]
-        rw = wgeo[WG_RW]
-        k = 0
-        for c in range(Cg):
-            for kh in range(KH):
-                a = rh + kh * dh
-                for kw in range(KW):
-                    b = rw + kw * dw
-                    koff[k] = (c * wgeo[WG_SC] + (a % fh) * wgeo[WG_PH] + (a // fh) * rs
-                               + (b % fw) * wgeo[WG_PW] + b // fw)
-                    k += 1
-        # each tap's valid columns (the same in every row), at kmask[K + khw:]
-        t = K + khw
-        for kh in range(KH):
-            for kw in range(KW):
-                lo, hi = col_range(iw0 + kw * dw, sw, W, vw)
-                kmask[t] = lo
-                kmask[t + khw] = hi
-                t += 1
+        # each kernel column's valid tile columns (the same in every row): kmask[K + KH +
+        # KW + kw] and kmask[K + KH + 2*KW + kw]
+        cm = K + KH
+        for kw in range(KW):
+            lo, hi = col_range(iw0 + kw * dw, sw, W, vw)
+            kmask[cm + KW + kw] = lo
+            kmask[cm + 2 * KW + kw] = hi
         xb = wgeo[WG_OFF] + n * wgeo[WG_SN] + g * Cg * wgeo[WG_SC] + (ih0 // fh) * rs + iw0 // fw
         mpan = (mv + MR - 1) // MR
         nkb = (K + KC - 1) // KC
@@ -292,16 +309,20 @@ def _window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff,
             r0 = q0 // vw
             bo = xb + r0 * rstep + (q0 - r0 * vw)
             cq = c0 + r0 * crow + (q0 - r0 * vw)
-            # the taps' lane masks at kmask[K:], then repeated over the channels
-            t = K
+            # the kernel rows' lane masks at kmask[K:], the columns' at kmask[K + KH:]; row
+            # k = (c, kh, kw) of B reads the lanes of both
             for kh in range(KH):
-                for kw in range(KW):
-                    kmask[t] = tap_mask(q0, ncols, vw, ih0 + kh * dh, sh, H,
-                                        kmask[t + khw], kmask[t + 2 * khw])
-                    t += 1
-            for k in range(0, K, khw):
-                for q in range(khw):
-                    kmask[k + q] = kmask[K + q]
+                kmask[K + kh] = row_mask(q0, ncols, vw, ih0 + kh * dh, sh, H)
+            for kw in range(KW):
+                kmask[cm + kw] = col_mask(q0, ncols, vw, kmask[cm + KW + kw],
+                                          kmask[cm + 2 * KW + kw])
+            k = 0
+            for c in range(Cg):
+                for kh in range(KH):
+                    rmask = kmask[K + kh]
+                    for kw in range(KW):
+                        kmask[k] = rmask & kmask[cm + kw]
+                        k += 1
             for kb in range(nkb):
                 k0 = kb * KC
                 kc = min(KC, K - k0)

@@ -114,11 +114,12 @@ def test_lane_bits():
        ihb=st.integers(-6, 10), sh=st.integers(1, 3), H=st.integers(1, 12),
        iwb=st.integers(-6, 10), sw=st.integers(1, 3), W=st.integers(1, 80))
 def test_tap_mask_is_the_set_of_lanes_inside_the_input(vw, q0, ncols, ihb, sh, H, iwb, sw, W):
-    """Bit q of a tap's mask over positions q0 .. q0+ncols (row-major in a tile vw wide) is
-    set exactly when the input element that position reads at that tap is inside x."""
+    """Bit q of a tap's mask over positions q0 .. q0+ncols (row-major in a tile vw wide), its
+    kernel row's mask and its kernel column's, is set exactly when the input element that position reads at that tap is inside x."""
     col_range = CI.col_range.py_func
     lo, hi = col_range(iwb, sw, W, vw)
-    got = CI.tap_mask.py_func(q0, ncols, vw, ihb, sh, H, lo, hi)
+    got = (CI.row_mask.py_func(q0, ncols, vw, ihb, sh, H)
+           & CI.col_mask.py_func(q0, ncols, vw, lo, hi))
     want = 0
     for lane in range(ncols):
         r, j = divmod(q0 + lane, vw)
