@@ -39,6 +39,7 @@ from numba.extending import overload
 from ..abi.conv_table import (CV_C, CV_N, CV_CG, CV_DH, CV_DW, CV_H, CV_KH, CV_KW, CV_SH,
                               CV_SW, CV_W, CV_XOFF, CV_XSC, CV_XSH, CV_XSN, CV_XSW)
 from .conv_window import col_range
+from .deinterleave import can_split2, split2
 from .gemm_inplace import make_inplace_ukernel
 from .gemm_ukernel import load_at, store_at
 from .half import is_half, load
@@ -138,7 +139,7 @@ def phase_split(x, common, wgeo, xs, lo, hi):
     """Input rows ``lo .. hi`` (row i = (n*C + c)*H + ih) of x (any strides) into their
     phases of the copy ``xs`` (``window_source``), the phases some tap reads only (the
     others, and phase columns past the input's end, are left unwritten: no tap or mask
-    reads them)."""
+    reads them). Stride 2 over rows of unit stride runs a vector at a time (``split2``)."""
     C = common[CV_C]
     H = common[CV_H]
     W = common[CV_W]
@@ -148,6 +149,7 @@ def phase_split(x, common, wgeo, xs, lo, hi):
     step = fw * xsw
     rows_used = phase_used(wgeo[WG_RH], fh, common[CV_KH], common[CV_DH])
     cols_used = phase_used(wgeo[WG_RW], fw, common[CV_KW], common[CV_DW])
+    lanes = 64 // x.itemsize            # items per phase of a split2
     if lo >= hi:
         return
     plane = lo // H                     # (divisions once: rows are short, 28 elements of a
@@ -161,12 +163,21 @@ def phase_split(x, common, wgeo, xs, lo, hi):
             src = (common[CV_XOFF] + n * common[CV_XSN] + c * common[CV_XSC]
                    + ih * common[CV_XSH])
             dst = n * wgeo[WG_SN] + c * wgeo[WG_SC] + a * wgeo[WG_PH] + qh * wgeo[WG_SH]
+            q0 = 0
+            if fw == 2 and xsw == 1 and can_split2(x, xs):
+                # both column phases a vector at a time (even, odd): 2L items of the row
+                # per load, while the odd phase (W // 2 items) has L more
+                use0 = is_used(cols_used, 0)
+                use1 = is_used(cols_used, 1)
+                while q0 + lanes <= W // 2:
+                    split2(x, src + 2 * q0, xs, dst + q0, dst + wgeo[WG_PW] + q0, use0, use1)
+                    q0 += lanes
             for ph in range(fw):
                 if not is_used(cols_used, ph):
                     continue
                 s0 = src + ph * xsw
                 d0 = dst + ph * wgeo[WG_PW]
-                for q in range((W - ph + fw - 1) // fw):
+                for q in range(q0, (W - ph + fw - 1) // fw):
                     store_at(xs, d0 + q, load(load_at(x, s0 + q * step)))
         ih += 1
         a += 1

@@ -73,6 +73,10 @@ def window_cases(draw):
                True), seed=2)
 @example(case=(np.float32, 1, 2, 5, 30, 3, 2, (3, 1), (2, 1), 17, 9, (1, 0, 2, 1),
                "every_other", False), seed=3)
+@example(case=(np.float32, 1, 1, 4, 9, 1, 1, (2, 2), (1, 1), 5, 129, (0, 0, 0, 0), "framed",
+               False), seed=4)       # the even column phase alone, split a vector at a time
+@example(case=(np.float64, 2, 1, 3, 9, 1, 1, (2, 2), (1, 1), 6, 70, (0, 1, 0, 0), "c",
+               True), seed=5)        # the odd column phase alone
 @given(case=window_cases(), seed=st.integers(0, 2**31))
 def test_window_tiles_match_the_reference(case, seed):
     """Both window modes (in place; a phase-split copy, of the phases the taps read, for any
@@ -202,6 +206,9 @@ _GUARD = textwrap.dedent("""
         (np.float32, (1, 3, 9, 20), 8, (3, 3), (1, 1), (2, 2, 2, 2)),
         (np.float64, (1, 2, 7, 13), 6, (3, 2), (1, 1), (0, 1, 1, 0)),
         (np.float32, (1, 2, 11, 30), 64, (3, 3), (2, 2), (1, 1, 1, 1)),
+        # stride 2 over rows that split a vector at a time: the last load ends at x's end
+        (np.float32, (1, 2, 9, 32), 8, (3, 3), (2, 2), (1, 1, 1, 1)),
+        (np.float64, (1, 1, 8, 17), 6, (3, 3), (2, 2), (1, 1, 1, 1)),
     ]
     for dt, xshape, M, (KH, KW), strides, pads in cases:
         for at_end in (True, False):
