@@ -22,7 +22,8 @@ from ..abi.conv_table import (CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB
                           CV_YSH, CV_YSN, CV_YSW)
 from .conv_window import col_range
 from .gemm_ukernel import load_at, store_at
-from .half import load
+from .half import load, store
+from .scalar_ops import IDENTITY
 
 
 @njit(cache=True)
@@ -89,6 +90,25 @@ def _flat3x3(acc, a0_, n, buf, o, d, e, w0, w1, w2, w3, w4, w5, w6, w7, w8):
 
 
 @njit(cache=True, _nrt=False, fastmath={"contract"})
+def _flat3x3_out(y, yo, ysh, vh, vw, buf, Wp, d, e, bval, w0, w1, w2, w3, w4, w5, w6, w7, w8):
+    """``y[yo + r*ysh + j] = bval +`` the 9 taps of a 3x3 kernel at ``buf[r*Wp + j]`` (the
+    sum of ``_flat3x3``) for r < vh, j < vw: one input channel's whole product, stored
+    straight into y (no accumulator pass, no epilogue pass)."""
+    for r in range(vh):
+        o = yo + r * ysh
+        p0 = r * Wp
+        for j in range(vw):
+            p = p0 + j
+            store_at(y, o + j, store(y, bval
+                     + ((w0 * load_at(buf, p) + w1 * load_at(buf, p + d)
+                         + w2 * load_at(buf, p + 2 * d))
+                        + (w3 * load_at(buf, p + e) + w4 * load_at(buf, p + e + d)
+                           + w5 * load_at(buf, p + e + 2 * d))
+                        + (w6 * load_at(buf, p + 2 * e) + w7 * load_at(buf, p + 2 * e + d)
+                           + w8 * load_at(buf, p + 2 * e + 2 * d)))))
+
+
+@njit(cache=True, _nrt=False, fastmath={"contract"})
 def _strided1(acc, a0_, vw, buf, o, sw, w0):
     for j in range(vw):
         store_at(acc, a0_ + j, load_at(acc, a0_ + j) + w0 * load_at(buf, o + j * sw))
@@ -131,6 +151,47 @@ def direct_tile(x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0, iw
     ``oh0 .. oh0+vh``, columns ``ow0 .. ow0+vw`` of image ``n``. ``buf`` and ``acc`` hold
     at least the sizes of ``direct_sizes``. Arguments as in ``conv.conv_driver``; ``lgeo``
     is the per-thread scratch of the epilogue's step program."""
+    KH = common[CV_KH]
+    KW = common[CV_KW]
+    Cg = common[CV_CG]
+    sh = common[CV_SH]
+    sw = common[CV_SW]
+    dh = common[CV_DH]
+    dw = common[CV_DW]
+    R, Wp, pitch, _, _ = direct_sizes(vh, vw, mv, KH, KW, sh, sw, dh, dw)
+    zero = acc.dtype.type(0)
+    mfirst = g * common[CV_MG] + m0
+    has_b = common[CV_HASB] != 0
+    has_r = common[CV_HASR] != 0
+    steps = prog.shape[0] > 0
+    xb = common[CV_XOFF] + n * common[CV_XSN] + g * Cg * common[CV_XSC]
+    if (Cg == 1 and KH == 3 and KW == 3 and sh == 1 and sw == 1 and not steps and not has_r
+            and code == IDENTITY and common[CV_YSW] == 1):
+        # one input channel, a 3x3 kernel, nothing after the bias: each output channel's
+        # rows are written once, straight into y
+        _pack_rows(x, xb, common[CV_XSH], common[CV_XSW], common[CV_H], common[CV_W], ih0,
+                   iw0, R, Wp, buf)
+        for i in range(mv):
+            m = mfirst + i
+            bval = load(load_at(b, common[CV_BOFF] + m * common[CV_BS])) if has_b else zero
+            wr = m * 9
+            _flat3x3_out(y, common[CV_YOFF] + n * common[CV_YSN] + m * common[CV_YSC]
+                         + oh0 * common[CV_YSH] + ow0, common[CV_YSH], vh, vw, buf, Wp, dw,
+                         dh * Wp, bval, load(load_at(w, wr)), load(load_at(w, wr + 1)),
+                         load(load_at(w, wr + 2)), load(load_at(w, wr + 3)),
+                         load(load_at(w, wr + 4)), load(load_at(w, wr + 5)),
+                         load(load_at(w, wr + 6)), load(load_at(w, wr + 7)),
+                         load(load_at(w, wr + 8)))
+    else:
+        _direct_general(x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0, iw0,
+                        buf, acc, code, a0, a1, prog, pattrs, sides, cgeo, lgeo)
+
+
+@njit(inline="always")
+def _direct_general(x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0, iw0,
+                    buf, acc, code, a0, a1, prog, pattrs, sides, cgeo, lgeo):
+    """``direct_tile`` through the accumulators: every input channel's taps added, then the
+    epilogue (bias, residual, activation, step program) and the stores."""
     KH = common[CV_KH]
     KW = common[CV_KW]
     Cg = common[CV_CG]
