@@ -264,21 +264,24 @@ def test_gelu_tanh_attribute_and_kernel_shape():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
-@pytest.mark.parametrize("dilations", [(1, 1), (2, 3)])
+@pytest.mark.parametrize("dilations, strides", [((1, 1), (1, 1)), ((2, 3), (1, 1)),
+                                                ((1, 1), (2, 2)), ((2, 1), (3, 2))])
 @pytest.mark.parametrize("C, M, group", [(16, 16, 16), (6, 4, 2), (5, 10, 5)])
 @pytest.mark.parametrize("form", ["residual", "bias", "none", "strided out"])
-def test_direct_kernel_3x3_unit_stride(slot, dtype, dilations, C, M, group, form):
-    """The direct kernel's one-pass 3x3 path (unit strides: all nine taps in one loop), with
-    depthwise and grouped channels, dilations, padding and tiles over several rows and
-    columns, against the reference: through the accumulators and the epilogue (a residual,
-    or an output of column stride 2), or with one input channel per group and nothing after
-    the bias written straight into y; y written only inside its NaN frame."""
+def test_direct_kernel_3x3(slot, dtype, dilations, strides, C, M, group, form):
+    """The direct kernel's 3x3 paths, with depthwise and grouped channels, dilations,
+    strides, padding and tiles over several rows and columns, against the reference:
+    through the accumulators and the epilogue (a residual, or an output of column stride 2;
+    at unit strides all nine taps in one loop), or with one input channel per group and
+    nothing after the bias, from the window split into the strides' phases straight into y;
+    y written only inside its NaN frame."""
     rng = np.random.default_rng(7)
     x = rng.standard_normal((2, C, 37, 41)).astype(dtype)
     w = rng.standard_normal((M, C // group, 3, 3)).astype(dtype)
     b = rng.standard_normal(M).astype(dtype) if form != "none" else None
-    attrs = dict(pads=(1, 2, 2, 0), group=group, strides=(1, 1), dilations=dilations)
-    OH, OW = out_size(37, 1, 2, 3, 1, dilations[0]), out_size(41, 2, 0, 3, 1, dilations[1])
+    attrs = dict(pads=(1, 2, 2, 0), group=group, strides=strides, dilations=dilations)
+    OH = out_size(37, 1, 2, 3, strides[0], dilations[0])
+    OW = out_size(41, 2, 0, 3, strides[1], dilations[1])
     res = rng.standard_normal((2, M, OH, OW)).astype(dtype) if form == "residual" else None
     frame = np.full((2, M + 2, OH + 2, 2 * OW + 3), np.nan, dtype)
     out = frame[:, 1:-1, 1:-1, 1:2 * OW + 1:2 if form == "strided out" else 1]
