@@ -215,20 +215,26 @@ def _add_taps(acc, a0_, buf, w, wr, vh, vw, Wp, pitch, KH, KW, sh, sw, dh, dw):
 
 
 @njit(inline="always")
+def _geometry(common, vh, vw, mv):
+    """(KH, KW, Cg, sh, sw, dh, dw, R, Wp, accumulator pitch) of a direct tile."""
+    KH = common[CV_KH]
+    KW = common[CV_KW]
+    sh = common[CV_SH]
+    sw = common[CV_SW]
+    dh = common[CV_DH]
+    dw = common[CV_DW]
+    R, Wp, pitch, _, _ = direct_sizes(vh, vw, mv, KH, KW, sh, sw, dh, dw)
+    return KH, KW, common[CV_CG], sh, sw, dh, dw, R, Wp, pitch
+
+
+@njit(inline="always")
 def direct_tile(x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0, iw0,
                 buf, acc, code, a0, a1, prog, pattrs, sides, cgeo, lgeo):
     """Output channels ``m0 .. m0+mv`` of group ``g`` (index inside the group), rows
     ``oh0 .. oh0+vh``, columns ``ow0 .. ow0+vw`` of image ``n``. ``buf`` and ``acc`` hold
     at least the sizes of ``direct_sizes``. Arguments as in ``conv.conv_driver``; ``lgeo``
     is the per-thread scratch of the epilogue's step program."""
-    KH = common[CV_KH]
-    KW = common[CV_KW]
-    Cg = common[CV_CG]
-    sh = common[CV_SH]
-    sw = common[CV_SW]
-    dh = common[CV_DH]
-    dw = common[CV_DW]
-    R, Wp, pitch, _, _ = direct_sizes(vh, vw, mv, KH, KW, sh, sw, dh, dw)
+    KH, KW, Cg, sh, sw, dh, dw, R, Wp, pitch = _geometry(common, vh, vw, mv)
     zero = acc.dtype.type(0)
     mfirst = g * common[CV_MG] + m0
     has_b = common[CV_HASB] != 0
@@ -282,14 +288,7 @@ def _direct_general(x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0
                     buf, acc, code, a0, a1, prog, pattrs, sides, cgeo, lgeo):
     """``direct_tile`` through the accumulators: every input channel's taps added, then the
     epilogue (bias, residual, activation, step program) and the stores."""
-    KH = common[CV_KH]
-    KW = common[CV_KW]
-    Cg = common[CV_CG]
-    sh = common[CV_SH]
-    sw = common[CV_SW]
-    dh = common[CV_DH]
-    dw = common[CV_DW]
-    R, Wp, pitch, _, _ = direct_sizes(vh, vw, mv, KH, KW, sh, sw, dh, dw)
+    KH, KW, Cg, sh, sw, dh, dw, R, Wp, pitch = _geometry(common, vh, vw, mv)
     zero = acc.dtype.type(0)
     mfirst = g * common[CV_MG] + m0
     has_b = common[CV_HASB] != 0
