@@ -260,8 +260,8 @@ def window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff, 
     ``cb[c0 + i*ldc + r*crow + j]`` (the tile's accumulator rows, ``crow = vw``, or the
     output itself), the weights and ``src`` (x itself or its phase-split copy, addressed by
     ``wgeo``) read in place, K in blocks of ``KC``. ``koff`` holds the K row offsets
-    (``window_offsets``), ``kmask`` K + KH + 3*KW int64s. Only when ``window_mode`` is not ``PACKED``; nothing of cb but the tile's
-    elements is read or written."""
+    (``window_offsets``), ``kmask`` K + KH + 3*KW int64s. Only when ``window_mode`` is not
+    ``PACKED``; nothing of cb but the tile's elements is read or written."""
 
 
 @overload(window_tile, jit_options={"_nrt": False})
