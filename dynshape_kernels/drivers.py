@@ -14,6 +14,7 @@ from numba import njit
 from numba.core import event
 
 from .abi.fused_table import FUSED_DTYPES
+from .cpu import step_link
 
 _OPTS = dict(parallel=True, cache=True, nogil=True, error_model="numpy")
 
@@ -31,7 +32,7 @@ _DRIVERS = {
     "conv": ("dynshape_kernels.cpu.conv", "conv_driver", "signature", None),
     "fused": ("dynshape_kernels.cpu.fused", "fused_driver", "signature", FUSED_DTYPES),
 }
-_resolved = {}      # family -> (python function, signature function)
+_resolved = {}      # family -> (python function, signature function, runs step programs)
 
 
 def _resolve(family):
@@ -39,8 +40,36 @@ def _resolve(family):
     if hit is None:
         module, fn, sig, _ = _DRIVERS[family]
         m = importlib.import_module(module) if isinstance(module, str) else module
-        hit = _resolved[family] = (getattr(m, fn), getattr(m, sig))
+        hit = _resolved[family] = (getattr(m, fn), getattr(m, sig),
+                                   bool(getattr(m, "RUNS_STEP_PROGRAMS", False)))
     return hit
+
+
+def runs_step_programs(family):
+    """Whether the family's driver calls the step interpreter (``cpu.step_link``)."""
+    return _resolve(family)[2]
+
+
+def _step_interpreter(family, dtype):
+    """A callable that fills the step interpreter's slot for the driver of ``(family,
+    dtype)`` (``cpu.step_link``), or a no-op when its module does not run step programs."""
+    if not runs_step_programs(family):
+        return lambda: None
+    return lambda: step_link.ensure_for(dtype)
+
+
+def _check_steps(family, dtype, disp):
+    """A driver just compiled must call no step interpreter but its dtype's, and only if its
+    module declares ``RUNS_STEP_PROGRAMS`` (``drivers.get`` fills that slot alone before
+    loading it)."""
+    allowed = {step_link.key_for(dtype)} if runs_step_programs(family) else set()
+    for cres in disp.overloads.values():
+        extra = step_link.slots_in(cres.library) - allowed
+        if extra:
+            raise RuntimeError(
+                f"driver {family}/{dtype} calls the step interpreter for {sorted(extra)}; its "
+                f"module must set RUNS_STEP_PROGRAMS = True and call only its dtype's "
+                f"{step_link.key_for(dtype)}")
 
 
 _loaded = {}
@@ -83,8 +112,10 @@ def signature(family, dtype):
 def use_package(package):
     """Obtain drivers not yet in memory through ``package`` (None: Numba's on-disk cache).
 
-    ``package.load_driver(family, dtype, py_func, signature, options)`` must return a
-    dispatcher holding the compiled signature, or raise. Drivers already loaded stay in use.
+    ``package.load_driver(family, dtype, py_func, signature, options, before)`` must call
+    ``before()`` (it fills the slot of the step interpreter the driver calls, if any:
+    loading or compiling it like a driver) and then return a dispatcher holding the
+    compiled signature, or raise. Drivers already loaded stay in use.
     """
     global _package
     with _lock:
@@ -98,12 +129,16 @@ def get(family, dtype):
         with _lock:
             disp = _loaded.get(key)
             if disp is None:
-                py_func, sig = _resolve(family)
+                py_func, sig, _ = _resolve(family)
+                before = _step_interpreter(family, dtype)
                 if _package is None:
+                    before()
                     disp = njit(**_OPTS)(py_func)
                     disp.compile(sig(dtype))
                 else:
-                    disp = _package.load_driver(family, dtype, py_func, sig(dtype), _OPTS)
+                    disp = _package.load_driver(family, dtype, py_func, sig(dtype), _OPTS,
+                                                before)
+                _check_steps(family, dtype, disp)
                 disp.disable_compile()
                 _loaded[key] = disp
     return disp
@@ -137,10 +172,11 @@ def load_cached(family, dtype):
     if _package is not None:
         get(family, dtype)
         return True
-    py_func, sig = _resolve(family)
+    py_func, sig, _ = _resolve(family)
     disp = njit(**_OPTS)(py_func)
     try:
         with event.install_listener("numba:compile", _RefuseCompile()):
+            _step_interpreter(family, dtype)()
             disp.compile(sig(dtype))
     except _NotCached:
         return False
@@ -175,9 +211,11 @@ class DriverSet:
             with self._lock:
                 disp = self._loaded.get(key)
                 if disp is None:
-                    py_func, sig = _resolve(family)
+                    py_func, sig, _ = _resolve(family)
+                    _step_interpreter(family, dtype)()
                     disp = njit(**self.options)(py_func)
                     disp.compile(sig(dtype))
+                    _check_steps(family, dtype, disp)
                     disp.disable_compile()
                     self._loaded[key] = disp
         return disp

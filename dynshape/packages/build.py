@@ -158,6 +158,11 @@ def _stage(dest, pairs):
                   compiled=len(compiles) > before)
             key = disp._cache._index_key(drivers.signature(fam, dt), codegen)
             chosen.append((disp, {key}, {"family": fam, "dtype": dt}))
+    # the step interpreters the drivers call by address (cpu.step_link), one per dtype
+    from dynshape_kernels.cpu.steps import _apply_steps_range as interp
+    if interp.overloads:
+        chosen.append((interp, {interp._cache._index_key(sig, codegen) for sig in interp.overloads},
+                       {"name": "dynshape_kernels.cpu.steps._apply_steps_range"}))
     for disp in eager:
         _, magic, code = disp._cache._index_key(None, codegen)
         keys = {k for k in disp._cache._cache_file._load_index() if k[1:] == (magic, code)}

@@ -140,15 +140,17 @@ class KernelPackage:
         """The cache root Numba reads: the verified copy (the package itself without one)."""
         return os.path.join(self.snapshot or self.path, CACHE)
 
-    def load_driver(self, family, dtype, py_func, signature, options):
+    def load_driver(self, family, dtype, py_func, signature, options, before=lambda: None):
         """The driver of ``(family, dtype)`` (the hook ``dynshape_kernels.drivers`` calls):
-        loaded from the package; else compiled (``allow_compile``) or refused."""
+        loaded from the package; else compiled (``allow_compile``) or refused. ``before()``
+        loads what the driver calls by address (its step interpreter) the same way."""
         from numba import njit
         name = f"{family}/{dtype}"
         if (family, dtype) in self.drivers:
             disp = njit(**options)(py_func)
             try:
                 with self._guard.loading(name):
+                    before()
                     disp.compile(signature)
                 return disp
             except _Miss:
@@ -165,6 +167,7 @@ class KernelPackage:
                 f"{family} --dtype {dtype} ...`, or load the package with allow_compile=True.")
         with cache_locator.bypass_package():
             disp = njit(**options)(py_func)
+        before()
         disp.compile(signature)
         return disp
 

@@ -69,6 +69,10 @@ from .scalar_ops import IDENTITY, cast_like
 from ..abi.storage import carrier, compute
 from .steps import MAX_SIDES
 
+#: the epilogue runs fused sequences' step programs: drivers.get loads the step interpreter
+#: of the driver's dtype first (``step_link``)
+RUNS_STEP_PROGRAMS = True
+
 #: (max output channels, max output positions, unused) per slot, for every dtype
 N_SLOTS = len(CONV_TILES)
 DIRECT_SLOT = CONV_DIRECT_SLOT

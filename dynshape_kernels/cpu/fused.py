@@ -56,6 +56,9 @@ from .steps import (G_COL, G_OFF, G_ROW, K_CONST_L, K_CONST_R, K_SIDE_R, K_UNARY
 from ..abi.fused_table import (CHUNK, F_EPS, F_NSIDES, F_SIZE, F_SPLIT, F_T0,  # noqa: F401
                                F_T1, F_TAIL, F_TCODE, FUSED_DTYPES, T_NONE, T_REDUCE_ALL,
                                T_REDUCE_ROWS, T_ROWWISE)
+#: every tile runs the chain's step program: drivers.get loads the step interpreter of the
+#: driver's dtype first (``step_link``)
+RUNS_STEP_PROGRAMS = True
 # work items per block of the parallel distribution (see _chunk)
 MAX_BLOCK = 16
 X_OP = 1

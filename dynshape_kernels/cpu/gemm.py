@@ -61,6 +61,10 @@ DOT_SLOT = MATMUL_DOT_SLOT
 INPLACE_SLOT = MATMUL_INPLACE_SLOT
 A_ROWS_SLOT = MATMUL_A_ROWS_SLOT
 
+#: the epilogue runs fused sequences' step programs: drivers.get loads the step interpreter
+#: of the driver's dtype first (``step_link``)
+RUNS_STEP_PROGRAMS = True
+
 # max elements of the per-thread whole-K packed-B cache (reuse across tiles)
 _BREUSE_MAX_ELEMS = 2 * 1024 * 1024
 

@@ -35,6 +35,7 @@ from numba import njit
 from numba.extending import overload
 
 from .half import is_half, load, store
+from .step_link import run_steps
 from .switches import (map_inplace, zip_left, zip_left_rows, zip_left_scalar, zip_right,
                        zip_right_rows, zip_right_scalar)
 
@@ -79,12 +80,11 @@ def apply_steps_range(prog, first, last, pattrs, buf, boff, ld, nrows, ncols, ro
     """:func:`apply_steps` restricted to the steps ``prog[first:last]`` (no array slicing,
     so drivers that run a program in parts share one compiled interpreter).
 
-    Inlined into its caller, it hands every integer on as int64: a literal argument (``0``)
-    would otherwise compile the interpreter once more for that literal's type, about a
-    second of first-use compile time per call site."""
+    Inlined into its caller, it calls the interpreter by address (``step_link``: compiled
+    once per dtype, not inside each driver) and hands every integer on as int64."""
     i64 = np.int64
-    _apply_steps_range(prog, i64(first), i64(last), pattrs, buf, i64(boff), i64(ld), i64(nrows),
-                       i64(ncols), i64(row0), i64(col0), i64(outer), sides, sgeo)
+    run_steps(prog, i64(first), i64(last), pattrs, buf, i64(boff), i64(ld), i64(nrows),
+              i64(ncols), i64(row0), i64(col0), i64(outer), sides, sgeo)
 
 
 @njit(cache=True, error_model="numpy")

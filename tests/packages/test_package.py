@@ -286,6 +286,44 @@ def test_allow_compile_falls_back_for_what_the_package_lacks(built, tmp_path):
     package.verify(str(built[0]))
 
 
+def test_a_package_holds_the_step_interpreter_its_drivers_call(tmp_path):
+    """The fused driver calls the step interpreter by address (``cpu.step_link``): the
+    package holds the interpreter too, and a fresh process with an empty cache runs a chain
+    from the package alone, compiling nothing."""
+    out = tmp_path / "fused"
+    r = subprocess.run([sys.executable, "-m", "dynshape", "pregenerate", "--family", "fused",
+                        "--dtype", "float32", "--out", str(out)],
+                       capture_output=True, text=True, env=dict(os.environ))
+    assert r.returncode == 0, r.stderr
+    m = json.loads((out / package.MANIFEST).read_text())
+    assert [f["name"] for f in m["functions"] if "steps" in f["name"]] == [
+        "dynshape_kernels.cpu.steps._apply_steps_range"]
+    script = """
+        import json, sys
+        from numba.core import event
+        compiles = []
+        class Count(event.Listener):
+            def on_start(self, ev): compiles.append(str(ev.data.get("dispatcher")))
+            def on_end(self, ev): pass
+        event.register("numba:compile", Count())
+        import numpy as np
+        import dynshape
+        from dynshape_kernels.cpu import step_link
+        x = np.linspace(-3, 3, 3000, dtype=np.float32).reshape(3, 1000, 1)[:, ::3]
+        b = np.float32(0.01) * np.arange(334, dtype=np.float32)[:, None]
+        got = dynshape.fuse([("add", "b"), "relu", ("mul", 0.5), "exp"])(x, b=b)
+        ref = np.exp(np.maximum(x + b, 0) * np.float32(0.5))
+        print(json.dumps(dict(compiles=compiles, err=float(np.abs(got / ref - 1).max()),
+                              filled=step_link.filled())))
+    """
+    empty = tmp_path / "empty_cache"
+    empty.mkdir()
+    got = _python(script, {package.ENV: str(out)}, empty)
+    assert got["compiles"] == [] and got["err"] < 1e-5
+    assert got["filled"] == [["float32", "float32", "float32"]]
+    assert not list(empty.rglob("*.nb[ic]"))
+
+
 # ---------------------------------------------------------------- refusals
 
 

@@ -1,0 +1,136 @@
+"""The step interpreter reached by address (``dynshape_kernels.cpu.step_link``): the drivers
+that run step programs call it through a slot filled before they load, the slot is filled
+for the driver's dtype only, an empty slot raises instead of jumping to 0, and a driver that
+does not declare its step programs is refused."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types as pytypes
+
+import numpy as np
+import pytest
+from numba import njit, types
+from numba.core.errors import TypingError
+
+from dynshape_kernels import drivers
+from dynshape_kernels.abi.step_program import K_CONST_R, K_UNARY, MAX_SIDES, PROG_COLS
+from dynshape_kernels.abi.vocabulary import BINARY_OPS, UNARY_OPS
+from dynshape_kernels.cpu import step_link
+from dynshape_kernels.cpu.steps import apply_steps
+
+
+def _program(dtype):
+    """relu, then * 3: (prog, pattrs, sides, sgeo) for a tile of ``dtype``."""
+    prog = np.zeros((2, PROG_COLS), np.int64)
+    prog[0, :2] = K_UNARY, UNARY_OPS.index("relu")
+    prog[1, :2] = K_CONST_R, BINARY_OPS.index("mul")
+    prog[1, 3] = 2
+    pattrs = np.array([0, 0, 3], dtype)
+    sides = tuple(np.zeros(1, dtype) for _ in range(MAX_SIDES))
+    return prog, pattrs, sides, np.zeros((MAX_SIDES, 4), np.int64)
+
+
+def tiny_driver(buf, prog, pattrs, sides, sgeo):
+    """A driver whose whole work is one step program over ``buf`` (one row)."""
+    apply_steps(prog, pattrs, buf, 0, buf.size, 1, buf.size, 0, 0, 0, sides, sgeo)
+
+
+def tiny_signature(dtype):
+    arr = types.Array(getattr(types, dtype), 1, "C")
+    ro = types.Array(getattr(types, dtype), 1, "C", readonly=True)
+    tab = types.Array(types.int64, 2, "C", readonly=True)
+    return (arr, tab, ro, types.UniTuple(ro, MAX_SIDES), tab)
+
+
+@pytest.fixture
+def tiny_family():
+    """Register ``tiny_driver`` as a family, in a module object that says (or not) that it
+    runs step programs; unregistered afterwards."""
+    names = []
+
+    def register(declares):
+        name = f"tiny_steps_{len(names)}_{declares}"
+        mod = pytypes.SimpleNamespace(tiny_driver=tiny_driver, tiny_signature=tiny_signature)
+        if declares:
+            mod.RUNS_STEP_PROGRAMS = True
+        drivers.register(name, mod, "tiny_driver", "tiny_signature", dtypes=("float64",))
+        names.append(name)
+        return name
+    yield register
+    for name in names:
+        drivers._DRIVERS.pop(name, None)
+        drivers._resolved.pop(name, None)
+        drivers._loaded.pop((name, "float64"), None)
+
+
+def test_a_declared_driver_runs_its_program_through_its_dtypes_slot(tiny_family):
+    fam = tiny_family(True)
+    d = drivers.get(fam, "float64")
+    assert step_link.key_for("float64") in step_link.filled()
+    x = np.linspace(-2, 2, 1001)
+    prog, pattrs, sides, sgeo = _program(np.float64)
+    d(x, prog, pattrs, sides, sgeo)
+    np.testing.assert_array_equal(x, np.maximum(np.linspace(-2, 2, 1001), 0) * 3)
+
+
+def test_a_driver_that_does_not_declare_its_step_programs_is_refused(tiny_family):
+    """Checked when the driver compiles (a DriverSet never loads from Numba's cache)."""
+    fam = tiny_family(False)
+    with pytest.raises(RuntimeError, match="must set RUNS_STEP_PROGRAMS = True"):
+        drivers.DriverSet(parallel=False).get(fam, "float64")
+
+
+def test_keys_follow_the_drivers_storage():
+    assert step_link.key_for("float32") == ("float32", "float32", "float32")
+    assert step_link.key_for("bfloat16") == ("int16", "int16", "float32")
+    assert step_link.key_for("float16") == ("uint16", "uint16", "float32")
+    assert step_link.key_for("int64") == ("int64", "int64", "int64")
+
+
+def test_a_call_no_driver_dtype_makes_is_refused_when_it_compiles():
+    @njit
+    def mixed(buf, prog, pattrs, sides, sgeo):
+        apply_steps(prog, pattrs, buf, 0, buf.size, 1, buf.size, 0, 0, 0, sides, sgeo)
+    prog, pattrs, sides, sgeo = _program(np.float64)
+    with pytest.raises(TypingError, match="no driver dtype has the key"):
+        mixed(np.zeros(4, np.float32), prog, pattrs, sides, sgeo)
+    with pytest.raises(TypingError, match="the tile must be a C-contiguous 1-D array"):
+        mixed(np.zeros(8)[::2], prog, pattrs, sides, sgeo)
+
+
+_CHILD = """
+    import json, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    from test_step_link import _program, tiny_driver
+    from numba import njit
+    run = njit(cache=True)(tiny_driver)
+    from dynshape_kernels.cpu import step_link
+    if sys.argv[2] == "fill":
+        step_link.ensure_for("float64")
+    x = np.linspace(-1, 1, 9)
+    try:
+        run(x, *_program(np.float64))
+        print(json.dumps(dict(ok=bool((x == np.maximum(np.linspace(-1, 1, 9), 0) * 3).all()))))
+    except RuntimeError as exc:
+        print(json.dumps(dict(error=str(exc))))
+"""
+
+
+def test_cached_code_loaded_before_its_slot_is_filled_raises_instead_of_crashing(tmp_path):
+    """Code that calls the interpreter, loaded from Numba's cache in a process that never
+    filled the slot, raises RuntimeError naming the key (it does not jump to address 0)."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+
+    def child(mode):
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent(_CHILD),
+                            os.path.dirname(__file__), mode], capture_output=True, text=True,
+                           env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    assert child("compile") == {"ok": True}         # compiling fills the slot, then caches
+    got = child("load")                             # loaded from the cache, slot empty
+    assert "step interpreter for ('float64', 'float64', 'float64') is not loaded" in got["error"]
+    assert child("fill") == {"ok": True}            # the same cached code once it is filled
