@@ -70,7 +70,9 @@ def cache_location():
 # compile seconds per float32 driver, measured one at a time on a quiet 2-core machine, to
 # share work among child processes (longest first, each to the least loaded child)
 _COMPILE_COST = {"unary": 11, "copy": 7, "binary": 10, "reduce": 15, "rowwise": 20,
-                 "matmul": 28, "conv": 26, "pool": 7, "fused": 32}
+                 "matmul": 16, "conv": 20, "pool": 7, "fused": 24, "steps": 6}
+#: the pseudo-family of a child's job that compiles the step interpreter of a dtype
+STEPS = "steps"
 
 
 def warm(families=None, dtypes=None, progress=None, *, pairs=None, processes=1):
@@ -127,10 +129,12 @@ def warm(families=None, dtypes=None, progress=None, *, pairs=None, processes=1):
     return done
 
 
-def _compile_in_children(pairs, processes, stream, t0, total):
-    """Compile ``pairs`` into Numba's on-disk cache in ``processes`` child processes; pairs
-    whose drivers share a Python function (and so a cache index) go to the same child.
-    Returns ``(family, dtype, seconds, True)`` per pair, in the order they finished."""
+def _schedule(pairs, processes):
+    """The jobs of each child: drivers sharing a Python function (and so a cache index) in
+    the same child, longest first to the least loaded child; then the step interpreter of
+    each dtype whose drivers run step programs (``cpu.step_link``, the pseudo-family
+    ``steps``) at the head of the least loaded child, and in every child the drivers that
+    call an interpreter after the others, so that most find it in the cache."""
     from dynshape_kernels import drivers
     groups = {}
     for fam, dt in pairs:
@@ -141,6 +145,19 @@ def _compile_in_children(pairs, processes, stream, t0, total):
         k = load.index(min(load))
         work[k] += g
         load[k] += sum(_COMPILE_COST.get(f, 30) for f, _ in g)
+    stepping = {(f, d) for f, d in pairs if drivers.runs_step_programs(f)}
+    for dt in dict.fromkeys(d for _, d in sorted(stepping)):
+        k = load.index(min(load))
+        work[k].insert(0, (STEPS, dt))
+        load[k] += _COMPILE_COST[STEPS]
+    return [sorted(w, key=lambda p: (p[0] != STEPS) + (p in stepping)) for w in work]
+
+
+def _compile_in_children(pairs, processes, stream, t0, total):
+    """Compile ``pairs`` into Numba's on-disk cache in ``processes`` child processes; pairs
+    whose drivers share a Python function (and so a cache index) go to the same child.
+    Returns ``(family, dtype, seconds, True)`` per pair, in the order they finished."""
+    work = _schedule(pairs, processes)
     lines = queue.Queue()
     children = []
     for chunk in work:
@@ -182,9 +199,13 @@ def _child(args):
     from dynshape_kernels import drivers
 
     import dynshape  # noqa: F401  (registers every family's driver)
+    from dynshape_kernels.cpu import step_link
     for arg in args:
         fam, dt = arg.split(":")
         t = time.perf_counter()
+        if fam == STEPS:
+            step_link.ensure_for(dt)
+            continue
         drivers.get(fam, dt)
         print(f"compiled {fam} {dt} {time.perf_counter() - t:.2f}", flush=True)
 

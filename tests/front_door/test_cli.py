@@ -106,6 +106,28 @@ def test_warm_plan_dedupes_copy_item_sizes():
                                                                ("copy", "uint64")]
 
 
+def test_parallel_warming_compiles_each_step_interpreter_once_before_its_drivers():
+    """Children compile drivers sharing a cache index together; the step interpreter of a
+    dtype is one child's first job, and every child runs its stepping drivers last."""
+    from dynshape.warming import STEPS, _schedule
+    from dynshape_kernels import drivers
+    demo = [(f, "float32") for f in ("conv", "matmul", "unary", "binary", "copy", "pool")]
+    for pairs in (demo, [(f, d) for f in ("conv", "fused", "reduce") for d in
+                         ("float32", "float64")]):
+        work = _schedule(pairs, 2)
+        jobs = [p for w in work for p in w]
+        assert sorted(p for p in jobs if p[0] != STEPS) == sorted(pairs)
+        dtypes = {d for f, d in pairs if drivers.runs_step_programs(f)}
+        assert sorted(d for f, d in jobs if f == STEPS) == sorted(dtypes)
+        for w in work:
+            kinds = [0 if f == STEPS else 2 if drivers.runs_step_programs(f) else 1
+                     for f, _ in w]
+            assert kinds == sorted(kinds)
+        for f in ("unary", "copy"):          # one Python function: one child
+            assert len({i for i, w in enumerate(work) for g, _ in w if g == f}) <= 1
+    assert not drivers.runs_step_programs("unary") and drivers.runs_step_programs("conv")
+
+
 def test_module_entry_point_runs_a_command():
     r = subprocess.run([sys.executable, "-m", "dynshape", "ops", "--family", "pool"],
                        capture_output=True, text=True, timeout=300)
