@@ -67,8 +67,10 @@ def cache_location():
     return f"Numba's cache in {d}" if d else "Numba's cache next to the installed sources"
 
 
-# compile seconds per float32 driver, measured one at a time on a quiet 2-core machine, to
-# share work among child processes (longest first, each to the least loaded child)
+# compile seconds per float32 driver, measured one at a time on a quiet 2-core machine (conv
+# and matmul: two at a time, without the step interpreter, which is "steps"; fused: its
+# earlier 32 s less the interpreter's share, an estimate), to share work among child
+# processes (longest first, each to the least loaded child)
 _COMPILE_COST = {"unary": 11, "copy": 7, "binary": 10, "reduce": 15, "rowwise": 20,
                  "matmul": 16, "conv": 20, "pool": 7, "fused": 24, "steps": 6}
 #: the pseudo-family of a child's job that compiles the step interpreter of a dtype
