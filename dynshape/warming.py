@@ -67,12 +67,12 @@ def cache_location():
     return f"Numba's cache in {d}" if d else "Numba's cache next to the installed sources"
 
 
-# compile seconds per float32 driver, measured one at a time on a quiet 2-core machine (conv
-# and matmul: two at a time, without the step interpreter, which is "steps"; fused: its
-# earlier 32 s less the interpreter's share, an estimate), to share work among child
-# processes (longest first, each to the least loaded child)
-_COMPILE_COST = {"unary": 11, "copy": 7, "binary": 10, "reduce": 15, "rowwise": 20,
-                 "matmul": 16, "conv": 20, "pool": 7, "fused": 24, "steps": 6}
+# compile seconds per float32 driver, measured one at a time on a quiet 2-core machine with
+# the step interpreter ("steps") already compiled (reduce, rowwise, pool and copy before
+# their per-thread functions became links; all figures only steer the schedule), to share
+# work among child processes (longest first, each to the least loaded child)
+_COMPILE_COST = {"unary": 7, "copy": 4, "binary": 7, "reduce": 15, "rowwise": 20,
+                 "matmul": 8, "conv": 14, "pool": 5, "fused": 18, "steps": 6}
 #: the pseudo-family of a child's job that compiles the step interpreter of a dtype
 STEPS = "steps"
 
@@ -206,7 +206,7 @@ def _child(args):
         fam, dt = arg.split(":")
         t = time.perf_counter()
         if fam == STEPS:
-            step_link.ensure_for(dt)
+            step_link.STEPS.ensure(dt)
             continue
         drivers.get(fam, dt)
         print(f"compiled {fam} {dt} {time.perf_counter() - t:.2f}", flush=True)

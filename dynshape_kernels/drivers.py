@@ -14,7 +14,7 @@ from numba import njit
 from numba.core import event
 
 from .abi.fused_table import FUSED_DTYPES
-from .cpu import step_link
+from .cpu import address_link, step_link
 
 _OPTS = dict(parallel=True, cache=True, nogil=True, error_model="numpy")
 
@@ -32,7 +32,7 @@ _DRIVERS = {
     "conv": ("dynshape_kernels.cpu.conv", "conv_driver", "signature", None),
     "fused": ("dynshape_kernels.cpu.fused", "fused_driver", "signature", FUSED_DTYPES),
 }
-_resolved = {}      # family -> (python function, signature function, runs step programs)
+_resolved = {}      # family -> (python function, signature function, links it calls)
 
 
 def _resolve(family):
@@ -40,36 +40,44 @@ def _resolve(family):
     if hit is None:
         module, fn, sig, _ = _DRIVERS[family]
         m = importlib.import_module(module) if isinstance(module, str) else module
-        hit = _resolved[family] = (getattr(m, fn), getattr(m, sig),
-                                   bool(getattr(m, "RUNS_STEP_PROGRAMS", False)))
+        links = getattr(m, "LINKS", ())
+        if isinstance(links, dict):         # a module of several drivers: by function name
+            links = links.get(fn, ())
+        hit = _resolved[family] = (getattr(m, fn), getattr(m, sig), tuple(links))
     return hit
+
+
+def links_of(family):
+    """The functions the family's driver reaches by address (``cpu.address_link``): its
+    module's ``LINKS`` (a tuple, or a dict by driver function name)."""
+    return _resolve(family)[2]
 
 
 def runs_step_programs(family):
     """Whether the family's driver calls the step interpreter (``cpu.step_link``)."""
-    return _resolve(family)[2]
+    return step_link.STEPS in links_of(family)
 
 
-def _step_interpreter(family, dtype):
-    """A callable that fills the step interpreter's slot for the driver of ``(family,
-    dtype)`` (``cpu.step_link``), or a no-op when its module does not run step programs."""
-    if not runs_step_programs(family):
-        return lambda: None
-    return lambda: step_link.ensure_for(dtype)
+def _fill_links(family, dtype):
+    """A callable that fills the slots of the driver of ``(family, dtype)``'s links."""
+    def fill():
+        for link in links_of(family):
+            link.ensure(dtype)
+    return fill
 
 
-def _check_steps(family, dtype, disp):
-    """A driver just compiled must call no step interpreter but its dtype's, and only if its
-    module declares ``RUNS_STEP_PROGRAMS`` (``drivers.get`` fills that slot alone before
-    loading it)."""
-    allowed = {step_link.key_for(dtype)} if runs_step_programs(family) else set()
-    for cres in disp.overloads.values():
-        extra = step_link.slots_in(cres.library) - allowed
-        if extra:
-            raise RuntimeError(
-                f"driver {family}/{dtype} calls the step interpreter for {sorted(extra)}; its "
-                f"module must set RUNS_STEP_PROGRAMS = True and call only its dtype's "
-                f"{step_link.key_for(dtype)}")
+def _check_links(family, dtype, disp):
+    """A driver just compiled may call by address only the links its module lists, for its
+    own dtype (``drivers.get`` fills those slots alone before loading it)."""
+    for link in address_link.LINKS:
+        allowed = {dtype} if link in links_of(family) else set()
+        for cres in disp.overloads.values():
+            extra = link.slots_in(cres.library) - allowed
+            if extra:
+                raise RuntimeError(
+                    f"driver {family}/{dtype} calls {link.name} for {sorted(extra)} by "
+                    f"address; its module's LINKS must list {link.name} and it may call it "
+                    f"only for its own dtype")
 
 
 _loaded = {}
@@ -113,8 +121,8 @@ def use_package(package):
     """Obtain drivers not yet in memory through ``package`` (None: Numba's on-disk cache).
 
     ``package.load_driver(family, dtype, py_func, signature, options, before)`` must call
-    ``before()`` (it fills the slot of the step interpreter the driver calls, if any:
-    loading or compiling it like a driver) and then return a dispatcher holding the
+    ``before()`` (it fills the slots of the functions the driver calls by address, if any:
+    loading or compiling them like a driver) and then return a dispatcher holding the
     compiled signature, or raise. Drivers already loaded stay in use.
     """
     global _package
@@ -130,7 +138,7 @@ def get(family, dtype):
             disp = _loaded.get(key)
             if disp is None:
                 py_func, sig, _ = _resolve(family)
-                before = _step_interpreter(family, dtype)
+                before = _fill_links(family, dtype)
                 if _package is None:
                     before()
                     disp = njit(**_OPTS)(py_func)
@@ -138,7 +146,7 @@ def get(family, dtype):
                 else:
                     disp = _package.load_driver(family, dtype, py_func, sig(dtype), _OPTS,
                                                 before)
-                _check_steps(family, dtype, disp)
+                _check_links(family, dtype, disp)
                 disp.disable_compile()
                 _loaded[key] = disp
     return disp
@@ -176,7 +184,7 @@ def load_cached(family, dtype):
     disp = njit(**_OPTS)(py_func)
     try:
         with event.install_listener("numba:compile", _RefuseCompile()):
-            _step_interpreter(family, dtype)()
+            _fill_links(family, dtype)()
             disp.compile(sig(dtype))
     except _NotCached:
         return False
@@ -212,10 +220,10 @@ class DriverSet:
                 disp = self._loaded.get(key)
                 if disp is None:
                     py_func, sig, _ = _resolve(family)
-                    _step_interpreter(family, dtype)()
+                    _fill_links(family, dtype)()
                     disp = njit(**self.options)(py_func)
                     disp.compile(sig(dtype))
-                    _check_steps(family, dtype, disp)
+                    _check_links(family, dtype, disp)
                     disp.disable_compile()
                     self._loaded[key] = disp
         return disp

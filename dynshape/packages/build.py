@@ -158,11 +158,14 @@ def _stage(dest, pairs):
                   compiled=len(compiles) > before)
             key = disp._cache._index_key(drivers.signature(fam, dt), codegen)
             chosen.append((disp, {key}, {"family": fam, "dtype": dt}))
-    # the step interpreters the drivers call by address (cpu.step_link), one per dtype
-    from dynshape_kernels.cpu.steps import _apply_steps_range as interp
-    if interp.overloads:
-        chosen.append((interp, {interp._cache._index_key(sig, codegen) for sig in interp.overloads},
-                       {"name": "dynshape_kernels.cpu.steps._apply_steps_range"}))
+    # the functions the drivers call by address (cpu.address_link), one per dtype
+    from dynshape_kernels.cpu import address_link
+    for link in address_link.LINKS:
+        disp = link.dispatcher()
+        if disp.overloads:
+            chosen.append((disp, {disp._cache._index_key(sig, codegen) for sig in disp.overloads},
+                           {"name": f"{disp.py_func.__module__}.{disp.py_func.__qualname__}",
+                            "linked": True}))
     for disp in eager:
         _, magic, code = disp._cache._index_key(None, codegen)
         keys = {k for k in disp._cache._cache_file._load_index() if k[1:] == (magic, code)}
@@ -369,6 +372,8 @@ def summary(out, manifest, steps, notes, seconds, cache_dir, checked, signer=Non
                     if d["kernel_ids"])
     uncatalogued = sorted({d["family"] for d in m["drivers"] if not d["kernel_ids"]})
     compiled = sum(1 for s in steps if s["compiled"])
+    eager = [f for f in m["functions"] if not f.get("linked")]
+    linked = [f for f in m["functions"] if f.get("linked")]
     v, p, mach = m["versions"], m["python"], m["machine"]
     rows = [
         f"kernel package {out}",
@@ -376,7 +381,8 @@ def summary(out, manifest, steps, notes, seconds, cache_dir, checked, signer=Non
         + ", ".join(f"{d['family']}/{d['dtype']}" for d in m["drivers"]),
         f"  kernels    {n_kernels} static kernels, catalog {m['catalog_hash']}"
         + (f" (no catalog entry: {', '.join(uncatalogued)})" if uncatalogued else ""),
-        f"  at import  {len(m['functions'])}: " + ", ".join(f["name"] for f in m["functions"]),
+        f"  at import  {len(eager)}: " + ", ".join(f["name"] for f in eager),
+        f"  by address {len(linked)}: " + (", ".join(f["name"] for f in linked) or "none"),
         f"  files      {len(m['files'])} ({size / 1e6:.1f} MB)",
         f"  built      {compiled} compiled, {len(steps) - compiled} from the cache "
         f"({cache_dir or 'next to the sources'}) in {seconds:.1f} s",

@@ -68,10 +68,12 @@ from .half import compute_empty, is_half, load
 from .scalar_ops import IDENTITY, cast_like
 from ..abi.storage import carrier, compute
 from .steps import MAX_SIDES
+from .step_link import STEPS
+from .address_link import Link
+from ..abi.storage import HALF_DTYPES
 
-#: the epilogue runs fused sequences' step programs: drivers.get loads the step interpreter
-#: of the driver's dtype first (``step_link``)
-RUNS_STEP_PROGRAMS = True
+#: dtypes of the conv driver (and of its per-thread function's link)
+DTYPES = ("float32", "float64") + HALF_DTYPES
 
 #: (max output channels, max output positions, unused) per slot, for every dtype
 N_SLOTS = len(CONV_TILES)
@@ -282,14 +284,12 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
             for th in prange(nth):
                 phase_split(x, common, wgeo, xs, th * nrows // nth, (th + 1) * nrows // nth)
     if nth == 1:    # small problems (the planner's choice): no thread-pool launch
-        # int64 thread numbers at both calls (prange's are uint64, literals Literal[int]):
-        # one compiled _thread_entries
-        _thread_entries(np.int64(0), np.int64(1), x, w, b, res, y, common, entries, sa, sb,
-                        sc, ldc, code, a0, a1, prog, pattrs, sides, cgeo, mode, xs, wgeo)
+        thread_entries((np.int64(0), np.int64(1), x, w, b, res, y, common, entries, sa, sb,
+                        sc, ldc, code, a0, a1, prog, pattrs, sides, cgeo, mode, xs, wgeo))
     else:
         for th in prange(nth):
-            _thread_entries(np.int64(th), nth, x, w, b, res, y, common, entries, sa, sb, sc,
-                            ldc, code, a0, a1, prog, pattrs, sides, cgeo, mode, xs, wgeo)
+            thread_entries((th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, code,
+                            a0, a1, prog, pattrs, sides, cgeo, mode, xs, wgeo))
 
 
 @njit(cache=True)
@@ -388,6 +388,28 @@ def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, 
             a_g = g
             a_m0 = m0
             a_mv = mv
+
+
+def thread_signature(dtype):
+    """The argument types of ``_thread_entries`` for the driver of ``dtype``."""
+    ro = types.Array(getattr(types, carrier(dtype)), 1, "C", readonly=True)
+    rw = types.Array(getattr(types, carrier(dtype)), 1, "C")
+    c = getattr(types, compute(dtype))
+    i64 = types.int64
+    tab = types.Array(types.int64, 2, "C", readonly=True)
+    return (i64, i64, ro, ro, ro, ro, rw, types.Array(types.int64, 1, "C", readonly=True), tab,
+            i64, i64, i64, i64, i64, c, c, tab, types.Array(c, 1, "C", readonly=True),
+            types.UniTuple(ro, MAX_SIDES), tab, i64, types.Array(c, 1, "C"),
+            types.Array(types.int64, 1, "C"))
+
+
+#: ``_thread_entries`` reached by address (``address_link``): the driver's prange body holds
+#: a call, so its four levels (parfor body, two wrappers, driver) do not optimize and
+#: generate the tiles' code again
+THREADS = Link("conv.thread_entries", lambda: _thread_entries, thread_signature, DTYPES)
+#: functions the driver reaches by address: drivers.get fills their slots first
+LINKS = (STEPS, THREADS)
+thread_entries = THREADS.call
 
 
 def signature(dtype):

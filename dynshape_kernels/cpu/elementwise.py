@@ -16,6 +16,7 @@ from ..abi.storage import carrier, compute
 from ..abi.tail_mode import ANCHOR_END, DISCARD, VARIABLE_PARTIAL
 from ..abi.vocabulary import IDENTITY
 from ..abi.tiles import ELEMENTWISE_TILES
+from .address_link import Link
 from .lookup import lookup_map
 from .switches import (map_contig, map_inplace, zip_contig, zip_rows, zip_scalar_a,
                        zip_scalar_b)
@@ -187,7 +188,7 @@ def unary_driver(x, o, common, entries, attrs):
     if common[C_M] * common[C_N] * common[C_NOUTER] < SERIAL_ELEMENTS:
         idx = 0
         while idx < total:
-            idx += _unary_run(x, o, common, entries, idx, total, attrs)
+            idx += unary_run((x, o, common, entries, idx, total, attrs))
     else:
         # runs of up to RUN_ENTRIES entries per parallel item, as in binary_driver
         run = max(1, min(RUN_ENTRIES, total // 64))
@@ -195,7 +196,7 @@ def unary_driver(x, o, common, entries, attrs):
             idx = blk * run
             end = min(total, idx + run)
             while idx < end:
-                idx += _unary_run(x, o, common, entries, idx, end, attrs)
+                idx += unary_run((x, o, common, entries, idx, end, attrs))
 
 
 @njit(cache=True)
@@ -355,7 +356,7 @@ def binary_driver(a, b, o, common, entries):
     if common[C_M] * common[C_N] * common[C_NOUTER] < SERIAL_ELEMENTS:
         idx = 0
         while idx < total:
-            idx += _binary_run(a, b, o, common, entries, idx, total)
+            idx += binary_run((a, b, o, common, entries, idx, total))
     else:
         # runs of up to RUN_ENTRIES entries per parallel item (one switch call when they
         # continue each other row by row), at least 64 items for the threads to share
@@ -364,7 +365,7 @@ def binary_driver(a, b, o, common, entries):
             idx = blk * run
             end = min(total, idx + run)
             while idx < end:
-                idx += _binary_run(a, b, o, common, entries, idx, end)
+                idx += binary_run((a, b, o, common, entries, idx, end))
 
 
 def _ro(dtype):
@@ -388,3 +389,20 @@ def unary_signature(dtype):
 def binary_signature(dtype):
     """(a, b, out, common, entries) of the binary driver."""
     return (_ro(dtype), _ro(dtype), _rw(dtype), _I64_1D, _I64_2D)
+
+
+#: the runs reached by address (``address_link``): each driver's prange body holds a call, so
+#: its four levels (parfor body, two wrappers, driver) do not optimize and generate the
+#: op switches' code again; unary serves the copy family's item sizes too
+UNARY_RUNS = Link("elementwise.unary_run", lambda: _unary_run,
+                  lambda dt: unary_signature(dt)[:4] + (types.int64, types.int64,
+                                                        unary_signature(dt)[4]),
+                  ("float32", "float64", "int32", "int64", "float16", "bfloat16", "uint8",
+                   "uint16", "uint32", "uint64"), types.int64)
+BINARY_RUNS = Link("elementwise.binary_run", lambda: _binary_run,
+                   lambda dt: binary_signature(dt) + (types.int64, types.int64),
+                   ("float32", "float64", "int32", "int64", "float16", "bfloat16"), types.int64)
+unary_run = UNARY_RUNS.call
+binary_run = BINARY_RUNS.call
+#: functions each driver of this module reaches by address: drivers.get fills their slots first
+LINKS = {"unary_driver": (UNARY_RUNS,), "binary_driver": (BINARY_RUNS,)}

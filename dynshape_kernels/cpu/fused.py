@@ -50,15 +50,14 @@ from .fused_tail import _partials, _reduce_block, _row_op, _store_sum, _sum_zero
 from .half import compute_empty, load, store
 from .reduce_runs import LW, N_CHUNKS, chunk_start, nan_max, nan_min
 from ..abi.storage import carrier, compute
+from .step_link import STEPS
+from .address_link import Link
 from .steps import (G_COL, G_OFF, G_ROW, K_CONST_L, K_CONST_R, K_SIDE_R, K_UNARY, MAX_SIDES,
                     P_ATTR, P_CODE, P_KIND, P_SIDE, apply_steps_range)
 
 from ..abi.fused_table import (CHUNK, F_EPS, F_NSIDES, F_SIZE, F_SPLIT, F_T0,  # noqa: F401
                                F_T1, F_TAIL, F_TCODE, FUSED_DTYPES, T_NONE, T_REDUCE_ALL,
                                T_REDUCE_ROWS, T_ROWWISE)
-#: every tile runs the chain's step program: drivers.get loads the step interpreter of the
-#: driver's dtype first (``step_link``)
-RUNS_STEP_PROGRAMS = True
 # work items per block of the parallel distribution (see _chunk)
 MAX_BLOCK = 16
 X_OP = 1
@@ -365,19 +364,37 @@ def fused_driver(x, o, oi, of, common, entries, prog, pattrs, fctl, sides):
     pvalid = np.zeros(np_, dtype=np.uint8)
     if common[C_M] * common[C_N] * common[C_NOUTER] < SERIAL_ELEMENTS:
         # int64 chunk numbers throughout: literal ones would compile _chunk a second time
-        _chunk(x, o, oi, of, common, entries, prog, pattrs, fctl, sides, np.int64(0),
-               np.int64(1), total, total, psum, pext, pvalid)
+        chunk((x, o, oi, of, common, entries, prog, pattrs, fctl, sides, np.int64(0),
+               np.int64(1), total, total, psum, pext, pvalid))
     else:
         block = max(1, min(MAX_BLOCK, total // (4 * N_CHUNKS)))
         for c in prange(N_CHUNKS):
             first = chunk_start(np.int64(c))
             if first * block >= total:
                 continue        # no work item: no call, no scratch allocated
-            _chunk(x, o, oi, of, common, entries, prog, pattrs, fctl, sides, first,
-                   np.int64(N_CHUNKS), block, total, psum, pext, pvalid)
+            chunk((x, o, oi, of, common, entries, prog, pattrs, fctl, sides, first,
+                   np.int64(N_CHUNKS), block, total, psum, pext, pvalid))
     if reduce_all:
         _finish_all(o, oi, of, fctl, common[C_M] * common[C_N] * common[C_NOUTER], psum, pext,
                     pvalid)
+
+
+def _chunk_signature(dtype):
+    """The argument types of ``_chunk`` for the driver of ``dtype``."""
+    i64 = types.int64
+    acc = types.int64 if dtype in ("int32", "int64") else types.float64
+    return signature(dtype) + (i64, i64, i64, i64, types.Array(acc, 1, "C"),
+                               types.Array(getattr(types, compute(dtype)), 1, "C"),
+                               types.Array(types.uint8, 1, "C"))
+
+
+#: ``_chunk`` reached by address (``address_link``): the driver's prange body holds a call,
+#: so its four levels (parfor body, two wrappers, driver) do not optimize and generate the
+#: tiles' code again
+CHUNKS = Link("fused.chunk", lambda: _chunk, _chunk_signature, FUSED_DTYPES)
+#: functions the driver reaches by address: drivers.get fills their slots first
+LINKS = (STEPS, CHUNKS)
+chunk = CHUNKS.call
 
 
 def signature(dtype):

@@ -45,6 +45,9 @@ from ..abi.tiles import (MATMUL_A_ROWS_SLOT, MATMUL_DOT_SLOT, MATMUL_INPLACE_SLO
                          matmul_slots)
 from ..abi.storage import carrier, compute
 from .half import compute_empty, load, store
+from .step_link import STEPS
+from .address_link import Link
+from ..abi.storage import HALF_DTYPES
 from .steps import apply_steps_as
 from .switches import map_inplace
 from .gemm_operands import (_a_rows_panel, _call_uk, _direct_b_panels, _dot_a_rows,
@@ -61,9 +64,8 @@ DOT_SLOT = MATMUL_DOT_SLOT
 INPLACE_SLOT = MATMUL_INPLACE_SLOT
 A_ROWS_SLOT = MATMUL_A_ROWS_SLOT
 
-#: the epilogue runs fused sequences' step programs: drivers.get loads the step interpreter
-#: of the driver's dtype first (``step_link``)
-RUNS_STEP_PROGRAMS = True
+#: dtypes of the matmul driver (and of its per-thread function's link)
+DTYPES = ("float32", "float64") + HALF_DTYPES
 
 # max elements of the per-thread whole-K packed-B cache (reuse across tiles)
 _BREUSE_MAX_ELEMS = 2 * 1024 * 1024
@@ -359,27 +361,53 @@ def matmul_driver(table, M, N, K, boffs,
         else:
             sb = max(sb, KC * NC)
     for th in prange(nth):
-        lo = th * ntiles // nth
-        hi = (th + 1) * ntiles // nth
-        ws_a = _aligned_empty(sa, proto)
-        ws_b = _aligned_empty(sb, proto)
-        ws_c = _aligned_empty(sc, proto)
-        b_state = np.zeros(6, np.int64)
-        for t in range(lo, hi):
-            bt = table[t, 5]
-            m0 = table[t, 1]
-            n0 = table[t, 2]
-            mv = min(table[t, 3], M - m0)
-            nv = min(table[t, 4], N - n0)
-            if bt >= nbatch or mv <= 0 or nv <= 0:
-                continue
-            _tile(table[t, 0], m0, n0, mv, nv, bt, K,
-                  a_buf, (boffs[bt, 0], a_rs, a_cs, 0),
-                  b_buf, (boffs[bt, 1], b_rs, b_cs, 0),
-                  c_buf, (boffs[bt, 2], c_rs, c_cs, 0, alpha, beta),
-                  cin_buf, (boffs[bt, 3], cin_rs, cin_cs, 0),
-                  bias_buf, (bias_off, bias_s, has_bias, act),
-                  ws_a, ws_b, ws_c, b_state, prog, pattrs, sides, sgeo)
+        thread_tiles((th * ntiles // nth, (th + 1) * ntiles // nth, sa, sb, sc, table, M, N, K,
+                      boffs, a_buf, a_rs, a_cs, b_buf, b_rs, b_cs, c_buf, c_rs, c_cs, alpha,
+                      beta, cin_buf, cin_rs, cin_cs, bias_buf, bias_off, bias_s, has_bias, act,
+                      prog, pattrs, sides, sgeo))
+
+
+@njit(cache=True)
+def _thread_tiles(lo, hi, sa, sb, sc, table, M, N, K, boffs, a_buf, a_rs, a_cs, b_buf, b_rs,
+                  b_cs, c_buf, c_rs, c_cs, alpha, beta, cin_buf, cin_rs, cin_cs, bias_buf,
+                  bias_off, bias_s, has_bias, act, prog, pattrs, sides, sgeo):
+    """Rows ``lo .. hi`` of the table (one thread's chunk), with this thread's workspaces of
+    ``sa``, ``sb`` and ``sc`` elements; the other arguments are the driver's."""
+    nbatch = boffs.shape[0]
+    proto = compute_empty(c_buf, 0)
+    ws_a = _aligned_empty(sa, proto)
+    ws_b = _aligned_empty(sb, proto)
+    ws_c = _aligned_empty(sc, proto)
+    b_state = np.zeros(6, np.int64)
+    for t in range(lo, hi):
+        bt = table[t, 5]
+        m0 = table[t, 1]
+        n0 = table[t, 2]
+        mv = min(table[t, 3], M - m0)
+        nv = min(table[t, 4], N - n0)
+        if bt >= nbatch or mv <= 0 or nv <= 0:
+            continue
+        _tile(table[t, 0], m0, n0, mv, nv, bt, K,
+              a_buf, (boffs[bt, 0], a_rs, a_cs, 0),
+              b_buf, (boffs[bt, 1], b_rs, b_cs, 0),
+              c_buf, (boffs[bt, 2], c_rs, c_cs, 0, alpha, beta),
+              cin_buf, (boffs[bt, 3], cin_rs, cin_cs, 0),
+              bias_buf, (bias_off, bias_s, has_bias, act),
+              ws_a, ws_b, ws_c, b_state, prog, pattrs, sides, sgeo)
+
+
+def _thread_signature(dtype):
+    """The argument types of ``_thread_tiles`` for the driver of ``dtype``."""
+    return (types.int64,) * 5 + matmul_signature(dtype)[:-1]
+
+
+#: ``_thread_tiles`` reached by address (``address_link``): the driver's prange body holds a
+#: call, so its four levels (parfor body, two wrappers, driver) do not optimize and generate
+#: the tiles' code again
+THREADS = Link("matmul.thread_tiles", lambda: _thread_tiles, _thread_signature, DTYPES)
+#: functions the driver reaches by address: drivers.get fills their slots first
+LINKS = (STEPS, THREADS)
+thread_tiles = THREADS.call
 
 
 def matmul_signature(dtype):

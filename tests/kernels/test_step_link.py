@@ -1,7 +1,7 @@
-"""The step interpreter reached by address (``dynshape_kernels.cpu.step_link``): the drivers
-that run step programs call it through a slot filled before they load, the slot is filled
-for the driver's dtype only, an empty slot raises instead of jumping to 0, and a driver that
-does not declare its step programs is refused."""
+"""Functions reached by address (``dynshape_kernels.cpu.address_link``), the step interpreter
+(``step_link``) first: drivers call them through a slot filled before they load, for the
+driver's dtype only; an empty slot raises instead of jumping to 0; a driver that does not
+list a link it calls is refused; arguments must fit a dtype's signature."""
 import json
 import os
 import subprocess
@@ -54,7 +54,7 @@ def tiny_family():
         name = f"tiny_steps_{len(names)}_{declares}"
         mod = pytypes.SimpleNamespace(tiny_driver=tiny_driver, tiny_signature=tiny_signature)
         if declares:
-            mod.RUNS_STEP_PROGRAMS = True
+            mod.LINKS = (step_link.STEPS,)
         drivers.register(name, mod, "tiny_driver", "tiny_signature", dtypes=("float64",))
         names.append(name)
         return name
@@ -68,7 +68,7 @@ def tiny_family():
 def test_a_declared_driver_runs_its_program_through_its_dtypes_slot(tiny_family):
     fam = tiny_family(True)
     d = drivers.get(fam, "float64")
-    assert step_link.key_for("float64") in step_link.filled()
+    assert "float64" in step_link.STEPS.filled()
     x = np.linspace(-2, 2, 1001)
     prog, pattrs, sides, sgeo = _program(np.float64)
     d(x, prog, pattrs, sides, sgeo)
@@ -78,7 +78,7 @@ def test_a_declared_driver_runs_its_program_through_its_dtypes_slot(tiny_family)
 def test_a_driver_that_does_not_declare_its_step_programs_is_refused(tiny_family):
     """Checked when the driver compiles (a DriverSet never loads from Numba's cache)."""
     fam = tiny_family(False)
-    with pytest.raises(RuntimeError, match="must set RUNS_STEP_PROGRAMS = True"):
+    with pytest.raises(RuntimeError, match="its module's LINKS must list steps"):
         drivers.DriverSet(parallel=False).get(fam, "float64")
 
 
@@ -94,9 +94,9 @@ def test_a_call_no_driver_dtype_makes_is_refused_when_it_compiles():
     def mixed(buf, prog, pattrs, sides, sgeo):
         apply_steps(prog, pattrs, buf, 0, buf.size, 1, buf.size, 0, 0, 0, sides, sgeo)
     prog, pattrs, sides, sgeo = _program(np.float64)
-    with pytest.raises(TypingError, match="no driver dtype has the key"):
+    with pytest.raises(TypingError, match="steps: the arguments fit no dtype's signature"):
         mixed(np.zeros(4, np.float32), prog, pattrs, sides, sgeo)
-    with pytest.raises(TypingError, match="the tile must be a C-contiguous 1-D array"):
+    with pytest.raises(TypingError, match=r"float64: argument 4 is array\(float64, 1d, A\)"):
         mixed(np.zeros(8)[::2], prog, pattrs, sides, sgeo)
 
 
@@ -109,7 +109,7 @@ _CHILD = """
     run = njit(cache=True)(tiny_driver)
     from dynshape_kernels.cpu import step_link
     if sys.argv[2] == "fill":
-        step_link.ensure_for("float64")
+        step_link.STEPS.ensure("float64")
     x = np.linspace(-1, 1, 9)
     try:
         run(x, *_program(np.float64))
@@ -132,5 +132,5 @@ def test_cached_code_loaded_before_its_slot_is_filled_raises_instead_of_crashing
         return json.loads(r.stdout.strip().splitlines()[-1])
     assert child("compile") == {"ok": True}         # compiling fills the slot, then caches
     got = child("load")                             # loaded from the cache, slot empty
-    assert "step interpreter for ('float64', 'float64', 'float64') is not loaded" in got["error"]
+    assert "steps for float64 is not loaded in this process" in got["error"]
     assert child("fill") == {"ok": True}            # the same cached code once it is filled
