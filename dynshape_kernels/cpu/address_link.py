@@ -16,6 +16,10 @@ typing a call fills its slot too, so code compiled in this process runs at once.
 through an empty slot raises ``RuntimeError`` naming the link and dtype; it never jumps to
 address 0. Slots are filled once per process and never emptied.
 
+A linked function is compiled on its own, so it does not inherit its callers' compiler
+options: it must say ``error_model="numpy"`` itself, as the drivers do (x/0 gives inf or nan,
+as in NumPy), which the functions it calls then inherit.
+
 A call passes its arguments as one tuple, ``link_call((a, b, ...))``; each must match the
 dtype's signature, up to integer casts (a literal or a ``prange`` index becomes int64) and
 writable arrays passed where read-only ones are declared (same data model).
@@ -74,6 +78,10 @@ class Link:
             slot = self._slots[dtype]
             if not slot.value:
                 disp = self._resolve()
+                if disp.targetoptions.get("error_model") != "numpy":
+                    # compiled on its own, it does not inherit the drivers' options
+                    raise TypeError(f"{self.name}: its function must be compiled with "
+                                    "error_model='numpy', as the drivers are")
                 sig = tuple(self.signature(dtype))
                 cres = disp.overloads.get(sig)
                 if cres is None:

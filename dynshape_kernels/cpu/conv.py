@@ -292,7 +292,7 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
                             a0, a1, prog, pattrs, sides, cgeo, mode, xs, wgeo))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, code, a0, a1,
                     prog, pattrs, sides, cgeo, mode, xs, wgeo):
     """Entries th, th + nth, ... (cyclic: clipped tail tiles spread over the threads), with

@@ -159,7 +159,7 @@ def _unary_entry(x, o, common, entries, e, oi, attrs):
                     t1, w1, a0, a1, attrs)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _unary_run(x, o, common, entries, idx, end, attrs):
     """Entry ``idx`` and, when it is one row with unit column strides, the entries after it
     (up to ``end``) that continue it row by row (:func:`_run_length`), decoded once.
@@ -327,7 +327,7 @@ def _run_start(common, entries, idx, nops):
     return e, oi, local, r0, r1, v1, t1, w1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _binary_run(a, b, o, common, entries, idx, end):
     """Entry ``idx`` and, when it is one row whose three operands have unit column stride
     (a row-broadcast side included), the entries after it (up to ``end``) that continue it

@@ -367,7 +367,7 @@ def matmul_driver(table, M, N, K, boffs,
                       prog, pattrs, sides, sgeo))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _thread_tiles(lo, hi, sa, sb, sc, table, M, N, K, boffs, a_buf, a_rs, a_cs, b_buf, b_rs,
                   b_cs, c_buf, c_rs, c_cs, alpha, beta, cin_buf, cin_rs, cin_cs, bias_buf,
                   bias_off, bias_s, has_bias, act, prog, pattrs, sides, sgeo):
