@@ -37,7 +37,8 @@ from numba.extending import overload
 from ..abi.pool_table import (E_IH0, E_IW0, P_CIP, P_DH, P_DW, P_H, P_KH,  # noqa: F401
                               P_KW, P_PB, P_PR, P_SH, P_SW, P_W, POOL_BLOCK, POOL_BLOCK_START,
                               POOL_NCOL)
-from ..abi.storage import carrier
+from ..abi.storage import HALF_DTYPES, carrier
+from .address_link import Link
 from ..abi.tiles import POOL_TILES
 from ..abi.vocabulary import AVG_POOL, MAX_POOL, POOL_OPS  # noqa: F401
 
@@ -319,19 +320,34 @@ def pool_driver(x, o, common, entries):
     blen = (MAX_T1 - 1) * common[_P + P_SW] + (kw - 1) * common[_P + P_DW] + 1
     taps = common[C_M] * common[C_N] * n_outer * common[_P + P_KH] * kw
     if taps < SERIAL_TAPS:
-        buf, ev, od, obuf = _scratch(o, blen)
-        for idx in range(total):
-            _pool_entry(x, o, common, entries, idx % n_entries, idx // n_entries, buf, ev, od,
-                        obuf)
+        pool_chunk((x, o, common, entries, np.int64(0), np.int64(1), total, blen))
     else:
         for c in prange(N_CHUNKS):
             first = chunk_start(np.int64(c))
             if first >= total:
-                continue
-            buf, ev, od, obuf = _scratch(o, blen)
-            for idx in range(first, total, N_CHUNKS):
-                _pool_entry(x, o, common, entries, idx % n_entries, idx // n_entries, buf, ev,
-                            od, obuf)
+                continue        # no work item: no call, no scratch allocated
+            pool_chunk((x, o, common, entries, first, np.int64(N_CHUNKS), total, blen))
+
+
+@njit(cache=True, error_model="numpy")
+def _pool_chunk(x, o, common, entries, first, step, total, blen):
+    """Work items ``first, first + step, ... < total`` (entry x outer index), with one
+    scratch for window rows of ``blen`` elements."""
+    n_entries = entries.shape[0]
+    buf, ev, od, obuf = _scratch(o, blen)
+    for idx in range(first, total, step):
+        _pool_entry(x, o, common, entries, idx % n_entries, idx // n_entries, buf, ev, od,
+                    obuf)
+
+
+#: ``_pool_chunk`` reached by address (``address_link``): the driver's prange body holds a
+#: call, so its four levels (parfor body, two wrappers, driver) do not optimize and generate
+#: the pooling code again
+CHUNKS = Link("pool.chunk", lambda: _pool_chunk, lambda dt: signature(dt) + (types.int64,) * 4,
+              ("float32", "float64") + HALF_DTYPES)
+#: functions the driver reaches by address: drivers.get fills their slots first
+LINKS = (CHUNKS,)
+pool_chunk = CHUNKS.call
 
 
 def signature(dtype):

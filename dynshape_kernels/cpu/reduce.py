@@ -42,7 +42,8 @@ from numba.extending import overload
 from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0,
                                E_ANCH1, E_KID, E_OFF0, E_OFF1, OP_BLOCK, OP_SM, OP_SN,
                                R_COUNT, R_ND, R_STR, R_STRATEGY, STRAT_COLUMNS)
-from ..abi.storage import carrier
+from ..abi.storage import HALF_DTYPES, carrier
+from .address_link import Link
 from ..abi.tiles import REDUCE_TILES
 from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noqa: F401
                               SUM)
@@ -353,13 +354,30 @@ def reduce_driver(x, o, oi, of, common, entries):
     n_entries = entries.shape[0]
     total = n_entries * common[C_NOUTER]
     if serial_work(common, _RB, SERIAL_READS):
-        for idx in range(total):
-            _reduce_entry(x, o, oi, of, common, entries, idx % n_entries, idx // n_entries)
+        reduce_chunk((x, o, oi, of, common, entries, np.int64(0), np.int64(1), total))
     else:
         for c in prange(N_CHUNKS):
-            for idx in range(chunk_start(np.int64(c)), total, N_CHUNKS):
-                _reduce_entry(x, o, oi, of, common, entries, idx % n_entries,
-                              idx // n_entries)
+            reduce_chunk((x, o, oi, of, common, entries, chunk_start(np.int64(c)),
+                          np.int64(N_CHUNKS), total))
+
+
+@njit(cache=True, error_model="numpy")
+def _reduce_chunk(x, o, oi, of, common, entries, first, step, total):
+    """Work items ``first, first + step, ... < total`` (entry x outer index)."""
+    n_entries = entries.shape[0]
+    for idx in range(first, total, step):
+        _reduce_entry(x, o, oi, of, common, entries, idx % n_entries, idx // n_entries)
+
+
+#: ``_reduce_chunk`` reached by address (``address_link``): the driver's prange body holds a
+#: call, so its four levels (parfor body, two wrappers, driver) do not optimize and generate
+#: the reductions' code again
+CHUNKS = Link("reduce.chunk", lambda: _reduce_chunk,
+              lambda dt: signature(dt) + (types.int64,) * 3,
+              ("float32", "float64", "int32", "int64") + HALF_DTYPES)
+#: functions the driver reaches by address: drivers.get fills their slots first
+LINKS = (CHUNKS,)
+reduce_chunk = CHUNKS.call
 
 
 def signature(dtype):

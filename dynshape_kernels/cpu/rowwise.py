@@ -45,7 +45,8 @@ from numba import njit, prange, types
 from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1,
                            E_KID, E_OFF0, E_OFF1, MAX_RED, OP_BLOCK, OP_SM, OP_SN, R_COUNT,
                            R_ND, R_STR, R_STRATEGY, STRAT_COLUMNS)
-from ..abi.storage import carrier
+from ..abi.storage import HALF_DTYPES, carrier
+from .address_link import Link
 from ..abi.tiles import ROWWISE_TILES
 from ..abi.vocabulary import (LAYER_NORM, LOG_SOFTMAX, RMS_NORM, ROWWISE_OPS,  # noqa: F401
                               SOFTMAX)
@@ -467,14 +468,33 @@ def rowwise_driver(x, w, b, o, common, entries, fattrs):
     hw = fattrs[1] != 0
     hb = fattrs[2] != 0
     if serial_work(common, _RB, SERIAL_ROW_READS):
-        for idx in range(total):
-            _rowwise_entry(x, w, b, o, common, entries, idx % n_entries, idx // n_entries,
-                           eps, hw, hb)
+        rowwise_chunk((x, w, b, o, common, entries, np.int64(0), np.int64(1), total, eps, hw,
+                       hb))
     else:
         for c in prange(N_CHUNKS):    # cyclic distribution, see reduce_runs.chunk_start
-            for idx in range(chunk_start(np.int64(c)), total, N_CHUNKS):
-                _rowwise_entry(x, w, b, o, common, entries, idx % n_entries,
-                               idx // n_entries, eps, hw, hb)
+            rowwise_chunk((x, w, b, o, common, entries, chunk_start(np.int64(c)),
+                           np.int64(N_CHUNKS), total, eps, hw, hb))
+
+
+@njit(cache=True, error_model="numpy")
+def _rowwise_chunk(x, w, b, o, common, entries, first, step, total, eps, hw, hb):
+    """Work items ``first, first + step, ... < total`` (entry x outer index)."""
+    n_entries = entries.shape[0]
+    for idx in range(first, total, step):
+        _rowwise_entry(x, w, b, o, common, entries, idx % n_entries, idx // n_entries, eps,
+                       hw, hb)
+
+
+#: ``_rowwise_chunk`` reached by address (``address_link``): the driver's prange body holds
+#: a call, so its four levels (parfor body, two wrappers, driver) do not optimize and
+#: generate the row ops' code again
+CHUNKS = Link("rowwise.chunk", lambda: _rowwise_chunk,
+              lambda dt: signature(dt)[:6] + (types.int64,) * 3
+              + (types.float64, types.boolean, types.boolean),
+              ("float32", "float64") + HALF_DTYPES)
+#: functions the driver reaches by address: drivers.get fills their slots first
+LINKS = (CHUNKS,)
+rowwise_chunk = CHUNKS.call
 
 
 def signature(dtype):
