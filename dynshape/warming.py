@@ -67,12 +67,11 @@ def cache_location():
     return f"Numba's cache in {d}" if d else "Numba's cache next to the installed sources"
 
 
-# compile seconds per float32 driver, measured one at a time on a quiet 2-core machine with
-# the step interpreter ("steps") already compiled (reduce, rowwise, pool and copy before
-# their per-thread functions became links; all figures only steer the schedule), to share
-# work among child processes (longest first, each to the least loaded child)
-_COMPILE_COST = {"unary": 7, "copy": 4, "binary": 7, "reduce": 15, "rowwise": 20,
-                 "matmul": 8, "conv": 14, "pool": 5, "fused": 18, "steps": 6}
+# compile seconds per float32 driver on a quiet 2-core machine, each one alone or two at a
+# time, with the step interpreter ("steps") already compiled; they only steer the schedule
+# (share work among child processes: longest group first, each to the least loaded child)
+_COMPILE_COST = {"unary": 7, "copy": 4, "binary": 7, "reduce": 9, "rowwise": 12,
+                 "matmul": 8, "conv": 14, "pool": 4, "fused": 18, "steps": 6}
 #: the pseudo-family of a child's job that compiles the step interpreter of a dtype
 STEPS = "steps"
 
@@ -132,26 +131,40 @@ def warm(families=None, dtypes=None, progress=None, *, pairs=None, processes=1):
 
 
 def _schedule(pairs, processes):
-    """The jobs of each child: drivers sharing a Python function (and so a cache index) in
-    the same child, longest first to the least loaded child; then the step interpreter of
-    each dtype whose drivers run step programs (``cpu.step_link``, the pseudo-family
-    ``steps``) at the head of the least loaded child, and in every child the drivers that
-    call an interpreter after the others, so that most find it in the cache."""
+    """The jobs of each child. Drivers that share a Numba cache index (their Python
+    function, or a function they reach by address: ``cpu.address_link``) go to the same
+    child, longest group first to the least loaded child: two processes saving entries of
+    one index at once may lose one, which the parent then compiles again. The step
+    interpreter of each dtype (the pseudo-family ``steps``) heads the child of the drivers
+    that call it, which come after that child's other drivers."""
     from dynshape_kernels import drivers
+    index_of = {}                   # cache index name -> group id (union-find)
+    parent = {}
+
+    def find(g):
+        while parent[g] != g:
+            parent[g] = parent[parent[g]]
+            g = parent[g]
+        return g
+    for i, (fam, _) in enumerate(pairs):
+        parent[i] = i
+        for name in (drivers.function_name(fam), *(l.name for l in drivers.links_of(fam))):
+            j = index_of.setdefault(name, i)
+            parent[find(i)] = find(j)
     groups = {}
-    for fam, dt in pairs:
-        groups.setdefault(drivers.function_name(fam), []).append((fam, dt))
+    for i, pair in enumerate(pairs):
+        groups.setdefault(find(i), []).append(pair)
+    stepping = {(f, d) for f, d in pairs if drivers.runs_step_programs(f)}
+    for g in groups.values():
+        for dt in dict.fromkeys(d for p in g if p in stepping for d in [p[1]]):
+            g.insert(0, (STEPS, dt))
     work = [[] for _ in range(min(processes, len(groups)))]
     load = [0.0] * len(work)
-    for g in sorted(groups.values(), key=lambda g: -sum(_COMPILE_COST.get(f, 30) for f, _ in g)):
+    cost = lambda g: sum(_COMPILE_COST.get(f, 30) for f, _ in g)  # noqa: E731
+    for g in sorted(groups.values(), key=lambda g: -cost(g)):
         k = load.index(min(load))
         work[k] += g
-        load[k] += sum(_COMPILE_COST.get(f, 30) for f, _ in g)
-    stepping = {(f, d) for f, d in pairs if drivers.runs_step_programs(f)}
-    for dt in dict.fromkeys(d for _, d in sorted(stepping)):
-        k = load.index(min(load))
-        work[k].insert(0, (STEPS, dt))
-        load[k] += _COMPILE_COST[STEPS]
+        load[k] += cost(g)
     return [sorted(w, key=lambda p: (p[0] != STEPS) + (p in stepping)) for w in work]
 
 
