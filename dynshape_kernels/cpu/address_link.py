@@ -7,14 +7,14 @@ that holds all the work. Measured on the conv float32 driver: each level above
 ``_thread_entries`` re-optimized and re-generated its code for 1.3-1.8 s, 6.3 s of 18.7 s.
 
 A *link* names one cached njit function, its argument signature per dtype and its return
-type (None by default). Callers call it through a *slot*: one process-wide pointer per (link, dtype) whose
-symbol is registered when the link is created, so cached code that refers to it always
-links. :meth:`Link.ensure` fills a slot with the address of the function compiled for that
-dtype, or loaded from Numba's cache (or the kernel package in use). ``drivers.get`` fills
-the slots of the links a driver's module lists in ``LINKS`` before it loads the driver;
-typing a call fills its slot too, so code compiled in this process runs at once. A call
-through an empty slot raises ``RuntimeError`` naming the link and dtype; it never jumps to
-address 0. Slots are filled once per process and never emptied.
+type (None by default). Callers call it through a *slot*: one process-wide pointer per
+(link, dtype) whose symbol is registered when the link is created, so cached code that
+refers to it always links. :meth:`Link.ensure` fills a slot with the address of the function
+compiled for that dtype, or loaded from Numba's cache (or the kernel package in use).
+``drivers.get`` fills the slots of the links a driver's module lists in ``LINKS`` before it
+loads the driver; typing a call fills its slot too, so code compiled in this process runs at
+once. A call through an empty slot raises ``RuntimeError`` naming the link and dtype; it
+never jumps to address 0. Slots are filled once per process and never emptied.
 
 A linked function is compiled on its own, so it does not inherit its callers' compiler
 options: it must say ``error_model="numpy"`` itself, as the drivers do (x/0 gives inf or nan,
