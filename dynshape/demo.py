@@ -52,7 +52,7 @@ COMPUTE = [
 def main():
     t0 = time.perf_counter()
     print("loading the static kernels this demo uses (the first run on a machine compiles "
-          "them once, in about a minute; later runs load them from the cache) ...",
+          "them once, in about half a minute; later runs load them from the cache) ...",
           flush=True)
     # every op the demo runs is float32 (a float32 copy moves 4-byte items)
     pairs = [(f, "float32") for f in ("conv", "matmul", "unary", "binary", "copy", "pool")]
