@@ -67,13 +67,13 @@ from .gemm_ukernel import load_at
 from .half import compute_empty, is_half, load
 from .scalar_ops import IDENTITY, cast_like
 from ..abi.storage import carrier, compute
+from ..catalog import CATALOG
 from .steps import MAX_SIDES
 from .step_link import STEPS
 from .address_link import Link
-from ..abi.storage import HALF_DTYPES
 
 #: dtypes of the conv driver (and of its per-thread function's link)
-DTYPES = ("float32", "float64") + HALF_DTYPES
+DTYPES = CATALOG.families["conv"].dtypes
 
 #: (max output channels, max output positions, unused) per slot, for every dtype
 N_SLOTS = len(CONV_TILES)

@@ -17,6 +17,7 @@ from ..abi.tail_mode import ANCHOR_END, DISCARD, VARIABLE_PARTIAL
 from ..abi.vocabulary import IDENTITY
 from ..abi.tiles import ELEMENTWISE_TILES
 from .address_link import Link
+from ..catalog import CATALOG
 from .lookup import lookup_map
 from .switches import (map_contig, map_inplace, zip_contig, zip_rows, zip_scalar_a,
                        zip_scalar_b)
@@ -397,11 +398,11 @@ def binary_signature(dtype):
 UNARY_RUNS = Link("elementwise.unary_run", lambda: _unary_run,
                   lambda dt: unary_signature(dt)[:4] + (types.int64, types.int64,
                                                         unary_signature(dt)[4]),
-                  ("float32", "float64", "int32", "int64", "float16", "bfloat16", "uint8",
-                   "uint16", "uint32", "uint64"), types.int64)
+                  CATALOG.families["unary"].dtypes + CATALOG.families["copy"].dtypes,
+                  types.int64)
 BINARY_RUNS = Link("elementwise.binary_run", lambda: _binary_run,
                    lambda dt: binary_signature(dt) + (types.int64, types.int64),
-                   ("float32", "float64", "int32", "int64", "float16", "bfloat16"), types.int64)
+                   CATALOG.families["binary"].dtypes, types.int64)
 unary_run = UNARY_RUNS.call
 binary_run = BINARY_RUNS.call
 #: functions each driver of this module reaches by address: drivers.get fills their slots first

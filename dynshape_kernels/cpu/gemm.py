@@ -47,7 +47,7 @@ from ..abi.storage import carrier, compute
 from .half import compute_empty, load, store
 from .step_link import STEPS
 from .address_link import Link
-from ..abi.storage import HALF_DTYPES
+from ..catalog import CATALOG
 from .steps import apply_steps_as
 from .switches import map_inplace
 from .gemm_operands import (_a_rows_panel, _call_uk, _direct_b_panels, _dot_a_rows,
@@ -65,7 +65,7 @@ INPLACE_SLOT = MATMUL_INPLACE_SLOT
 A_ROWS_SLOT = MATMUL_A_ROWS_SLOT
 
 #: dtypes of the matmul driver (and of its per-thread function's link)
-DTYPES = ("float32", "float64") + HALF_DTYPES
+DTYPES = CATALOG.families["matmul"].dtypes
 
 # max elements of the per-thread whole-K packed-B cache (reuse across tiles)
 _BREUSE_MAX_ELEMS = 2 * 1024 * 1024

@@ -37,7 +37,8 @@ from numba.extending import overload
 from ..abi.pool_table import (E_IH0, E_IW0, P_CIP, P_DH, P_DW, P_H, P_KH,  # noqa: F401
                               P_KW, P_PB, P_PR, P_SH, P_SW, P_W, POOL_BLOCK, POOL_BLOCK_START,
                               POOL_NCOL)
-from ..abi.storage import HALF_DTYPES, carrier
+from ..abi.storage import carrier
+from ..catalog import CATALOG
 from .address_link import Link
 from ..abi.tiles import POOL_TILES
 from ..abi.vocabulary import AVG_POOL, MAX_POOL, POOL_OPS  # noqa: F401
@@ -344,7 +345,7 @@ def _pool_chunk(x, o, common, entries, first, step, total, blen):
 #: call, so its four levels (parfor body, two wrappers, driver) do not optimize and generate
 #: the pooling code again
 CHUNKS = Link("pool.chunk", lambda: _pool_chunk, lambda dt: signature(dt) + (types.int64,) * 4,
-              ("float32", "float64") + HALF_DTYPES)
+              CATALOG.families["pool"].dtypes)
 #: functions the driver reaches by address: drivers.get fills their slots first
 LINKS = (CHUNKS,)
 pool_chunk = CHUNKS.call

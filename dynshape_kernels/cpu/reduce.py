@@ -42,7 +42,8 @@ from numba.extending import overload
 from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0,
                                E_ANCH1, E_KID, E_OFF0, E_OFF1, OP_BLOCK, OP_SM, OP_SN,
                                R_COUNT, R_ND, R_STR, R_STRATEGY, STRAT_COLUMNS)
-from ..abi.storage import HALF_DTYPES, carrier
+from ..abi.storage import carrier
+from ..catalog import CATALOG
 from .address_link import Link
 from ..abi.tiles import REDUCE_TILES
 from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noqa: F401
@@ -374,7 +375,7 @@ def _reduce_chunk(x, o, oi, of, common, entries, first, step, total):
 #: the reductions' code again
 CHUNKS = Link("reduce.chunk", lambda: _reduce_chunk,
               lambda dt: signature(dt) + (types.int64,) * 3,
-              ("float32", "float64", "int32", "int64") + HALF_DTYPES)
+              CATALOG.families["reduce"].dtypes)
 #: functions the driver reaches by address: drivers.get fills their slots first
 LINKS = (CHUNKS,)
 reduce_chunk = CHUNKS.call

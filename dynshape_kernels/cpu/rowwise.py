@@ -45,7 +45,8 @@ from numba import njit, prange, types
 from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1,
                            E_KID, E_OFF0, E_OFF1, MAX_RED, OP_BLOCK, OP_SM, OP_SN, R_COUNT,
                            R_ND, R_STR, R_STRATEGY, STRAT_COLUMNS)
-from ..abi.storage import HALF_DTYPES, carrier
+from ..abi.storage import carrier
+from ..catalog import CATALOG
 from .address_link import Link
 from ..abi.tiles import ROWWISE_TILES
 from ..abi.vocabulary import (LAYER_NORM, LOG_SOFTMAX, RMS_NORM, ROWWISE_OPS,  # noqa: F401
@@ -491,7 +492,7 @@ def _rowwise_chunk(x, w, b, o, common, entries, first, step, total, eps, hw, hb)
 CHUNKS = Link("rowwise.chunk", lambda: _rowwise_chunk,
               lambda dt: signature(dt)[:6] + (types.int64,) * 3
               + (types.float64, types.boolean, types.boolean),
-              ("float32", "float64") + HALF_DTYPES)
+              CATALOG.families["rowwise"].dtypes)
 #: functions the driver reaches by address: drivers.get fills their slots first
 LINKS = (CHUNKS,)
 rowwise_chunk = CHUNKS.call

@@ -15,12 +15,13 @@ dtype's computed dtype (:func:`key_for`). The driver modules that run step progr
 """
 from numba import types
 
+from ..abi.fused_table import FUSED_DTYPES
 from ..abi.step_program import MAX_SIDES
 from ..abi.storage import carrier, compute
 from .address_link import Link
 
-#: the dtypes of the drivers that run step programs
-DTYPES = ("float32", "float64", "int32", "int64", "float16", "bfloat16")
+#: the dtypes of the drivers that run step programs (the fused driver's cover the others')
+DTYPES = FUSED_DTYPES
 
 
 def key_for(dtype):

@@ -81,10 +81,9 @@ def apply_steps_range(prog, first, last, pattrs, buf, boff, ld, nrows, ncols, ro
     so drivers that run a program in parts share one compiled interpreter).
 
     Inlined into its caller, it calls the interpreter by address (``step_link``: compiled
-    once per dtype, not inside each driver) and hands every integer on as int64."""
-    i64 = np.int64
-    run_steps((prog, i64(first), i64(last), pattrs, buf, i64(boff), i64(ld), i64(nrows),
-               i64(ncols), i64(row0), i64(col0), i64(outer), sides, sgeo))
+    once per dtype, not inside each driver; the call casts every integer to int64)."""
+    run_steps((prog, first, last, pattrs, buf, boff, ld, nrows, ncols, row0, col0, outer, sides,
+               sgeo))
 
 
 @njit(cache=True, error_model="numpy")
