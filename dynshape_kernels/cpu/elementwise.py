@@ -19,6 +19,7 @@ from ..abi.tiles import ELEMENTWISE_TILES
 from .address_link import Link
 from ..catalog import CATALOG
 from .lookup import lookup_map
+from .reduce_runs import N_CHUNKS, chunk_start
 from .switches import (map_contig, map_inplace, zip_contig, zip_rows, zip_scalar_a,
                        zip_scalar_b)
 from .tile_copy import gather_tile, scatter_tile, transpose_tile
@@ -191,13 +192,15 @@ def unary_driver(x, o, common, entries, attrs):
         while idx < total:
             idx += unary_run((x, o, common, entries, idx, total, attrs))
     else:
-        # runs of up to RUN_ENTRIES entries per parallel item, as in binary_driver
-        run = max(1, min(RUN_ENTRIES, total // 64))
-        for blk in prange((total + run - 1) // run):
-            idx = blk * run
-            end = min(total, idx + run)
-            while idx < end:
-                idx += unary_run((x, o, common, entries, idx, end, attrs))
+        # runs of up to RUN_ENTRIES entries per work item, dealt out as in binary_driver
+        run = max(1, min(RUN_ENTRIES, total // N_CHUNKS))
+        items = (total + run - 1) // run
+        for c in prange(N_CHUNKS):
+            for item in range(chunk_start(np.int64(c)), items, N_CHUNKS):
+                idx = item * run
+                end = min(total, idx + run)
+                while idx < end:
+                    idx += unary_run((x, o, common, entries, idx, end, attrs))
 
 
 @njit(cache=True)
@@ -359,14 +362,19 @@ def binary_driver(a, b, o, common, entries):
         while idx < total:
             idx += binary_run((a, b, o, common, entries, idx, total))
     else:
-        # runs of up to RUN_ENTRIES entries per parallel item (one switch call when they
-        # continue each other row by row), at least 64 items for the threads to share
-        run = max(1, min(RUN_ENTRIES, total // 64))
-        for blk in prange((total + run - 1) // run):
-            idx = blk * run
-            end = min(total, idx + run)
-            while idx < end:
-                idx += binary_run((a, b, o, common, entries, idx, end))
+        # runs of up to RUN_ENTRIES entries per work item (one switch call when they
+        # continue each other row by row), at least N_CHUNKS items for the threads to share.
+        # The items are dealt out cyclically (reduce_runs.chunk_start): a bucketed table's
+        # empty entries sit at its end, and a contiguous split of the items gave them all to
+        # the last thread (up to 1/16 of the work moved to the first)
+        run = max(1, min(RUN_ENTRIES, total // N_CHUNKS))
+        items = (total + run - 1) // run
+        for c in prange(N_CHUNKS):
+            for item in range(chunk_start(np.int64(c)), items, N_CHUNKS):
+                idx = item * run
+                end = min(total, idx + run)
+                while idx < end:
+                    idx += binary_run((a, b, o, common, entries, idx, end))
 
 
 def _ro(dtype):

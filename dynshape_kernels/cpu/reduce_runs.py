@@ -20,7 +20,8 @@ LW = 256          # lanes of the max/min/arg LANES strategy
 # work items would hand all real work of a small table to the first thread. The drivers loop
 # over N_CHUNKS chunks instead; chunk c takes the items idx = r, r + N_CHUNKS, ... with r the
 # bit reversal of c, so that the contiguous block of chunks a thread gets (for any power-of-2
-# thread count up to N_CHUNKS) deals it the items cyclically: thread t runs idx = t mod T.
+# thread count T up to N_CHUNKS) deals it the items cyclically: thread t runs the items of
+# one residue class mod T (that of t with its log2(T) bits reversed).
 N_CHUNKS = 64
 _CHUNK_BITS = 6
 
