@@ -534,6 +534,7 @@ def _build(ft):
     EM1_KBIG = ft(100.0) if f32 else ft(1000.0)
     TANH_CLAMP = ft(10.0) if f32 else ft(20.0)
     TINY = ft(np.finfo(ft).tiny)
+    KMIN = ft(np.log2(np.finfo(ft).tiny))         # least normal exponent
     SUB_SCALE, SUB_E = (ft(2.0**25), ft(25.0)) if f32 else (ft(2.0**54), ft(54.0))
     ERF_THR = ft(1.0)
     ERFC_THR = ft(0.25)           # erf(0.25) ~ 0.28: 1 - erf loses < 1 bit below
@@ -582,7 +583,15 @@ def _build(ft):
         # exp(x) = (1 + q) * 2^kf, |q| < 0.42, kf integral (x clamped so that
         # _ldexp2 still produces the correct inf / denormal / 0).  Returning q
         # instead of 1+q lets callers fold the "1 +" into an FMA (one rounding).
-        xc = clamp(x, EXP_LO, EXP_HI)
+        return exp_qk_clamped(clamp(x, EXP_LO, EXP_HI))
+
+    @jit
+    def exp_qk_neg(x):
+        # exp_qk for x <= 0 (or NaN): only the low clamp can bind
+        return exp_qk_clamped(_select(x < EXP_LO, EXP_LO, x))
+
+    @jit
+    def exp_qk_clamped(xc):
         kf = _fmuladd(xc, LOG2E, SHIFTER) - SHIFTER
         r = _fmuladd(kf, -LN2_HI, xc)           # exact
         r = _fmuladd(kf, -LN2_LO, r)
@@ -677,17 +686,19 @@ def _build(ft):
     def sigmoid_(x):
         # x >= 0: 1/(1+e); x < 0: e/(1+e) with e = exp(-|x|) = p*2^k, the
         # 2^k applied last so tiny results round once (denormal range).
-        q, kf = exp_qk(-_fabs(x))
+        q, kf = exp_qk_neg(-_fabs(x))
         p = ONE + q
-        e = _ldexp2(p, kf)
+        # e only enters 1 + e: below 2^KMIN it rounds away whatever its value, so one
+        # scaling with k held in the normal range is enough
+        e = p * _pow2(_select(kf < KMIN, KMIN, kf))
         pos = x >= ZERO
         num = _select(pos, ONE, p)
         return _ldexp2(num / (ONE + e), _select(pos, ZERO, kf))
 
     @jit
     def silu_(x):
-        q, kf = exp_qk(-_fabs(x))
-        e = _ldexp2(ONE + q, kf)
+        q, kf = exp_qk_neg(-_fabs(x))
+        e = (ONE + q) * _pow2(_select(kf < KMIN, KMIN, kf))    # as in sigmoid
         pos = x >= ZERO
         xn = _select(x < EXP_LO, EXP_LO, x)                 # no overflow in xn*(1+q)
         num = _select(pos, x, _fmuladd(xn, q, xn))
