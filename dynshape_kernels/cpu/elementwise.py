@@ -19,7 +19,6 @@ from ..abi.tiles import ELEMENTWISE_TILES
 from .address_link import Link
 from ..catalog import CATALOG
 from .lookup import lookup_map
-from .reduce_runs import N_CHUNKS, chunk_start
 from .switches import (map_contig, map_inplace, zip_contig, zip_rows, zip_scalar_a,
                        zip_scalar_b)
 from .tile_copy import gather_tile, scatter_tile, transpose_tile
@@ -192,15 +191,14 @@ def unary_driver(x, o, common, entries, attrs):
         while idx < total:
             idx += unary_run((x, o, common, entries, idx, total, attrs))
     else:
-        # runs of up to RUN_ENTRIES entries per work item, dealt out as in binary_driver
-        run = max(1, min(RUN_ENTRIES, total // N_CHUNKS))
-        items = (total + run - 1) // run
-        for c in prange(N_CHUNKS):
-            for item in range(chunk_start(np.int64(c)), items, N_CHUNKS):
-                idx = item * run
-                end = min(total, idx + run)
-                while idx < end:
-                    idx += unary_run((x, o, common, entries, idx, end, attrs))
+        # runs of up to RUN_ENTRIES entries per parallel item, as in binary_driver
+        total = live_total(common, entries)
+        run = max(1, min(RUN_ENTRIES, total // 64))
+        for blk in prange((total + run - 1) // run):
+            idx = blk * run
+            end = min(total, idx + run)
+            while idx < end:
+                idx += unary_run((x, o, common, entries, idx, end, attrs))
 
 
 @njit(cache=True)
@@ -331,6 +329,25 @@ def _run_start(common, entries, idx, nops):
     return e, oi, local, r0, r1, v1, t1, w1
 
 
+@njit(cache=True)
+def live_total(common, entries):
+    """The work items (entry x outer index) a parallel driver shares among its threads: all
+    but the table's trailing entries that lie wholly past the call's shape, in the last
+    outer index. A bucketed table keeps its empty entries at its end; run by the threads
+    with the others, prange's contiguous split gave them all to the last thread (up to 1/16
+    of a table), whose share of the real work shrank by as much."""
+    n = entries.shape[0]
+    live = n
+    while live > 0:
+        e = live - 1
+        t0, t1, _ = tile_geometry((entries[e, E_KID] - common[C_IDBASE]) % N_SLOTS)
+        if (resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)[1] > 0 and
+                resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)[1] > 0):
+            break
+        live -= 1
+    return n * common[C_NOUTER] - (n - live)
+
+
 @njit(cache=True, error_model="numpy")
 def _binary_run(a, b, o, common, entries, idx, end):
     """Entry ``idx`` and, when it is one row whose three operands have unit column stride
@@ -362,19 +379,15 @@ def binary_driver(a, b, o, common, entries):
         while idx < total:
             idx += binary_run((a, b, o, common, entries, idx, total))
     else:
-        # runs of up to RUN_ENTRIES entries per work item (one switch call when they
-        # continue each other row by row), at least N_CHUNKS items for the threads to share.
-        # The items are dealt out cyclically (reduce_runs.chunk_start): a bucketed table's
-        # empty entries sit at its end, and a contiguous split of the items gave them all to
-        # the last thread (up to 1/16 of the work moved to the first)
-        run = max(1, min(RUN_ENTRIES, total // N_CHUNKS))
-        items = (total + run - 1) // run
-        for c in prange(N_CHUNKS):
-            for item in range(chunk_start(np.int64(c)), items, N_CHUNKS):
-                idx = item * run
-                end = min(total, idx + run)
-                while idx < end:
-                    idx += binary_run((a, b, o, common, entries, idx, end))
+        # runs of up to RUN_ENTRIES entries per parallel item (one switch call when they
+        # continue each other row by row), at least 64 items for the threads to share
+        total = live_total(common, entries)
+        run = max(1, min(RUN_ENTRIES, total // 64))
+        for blk in prange((total + run - 1) // run):
+            idx = blk * run
+            end = min(total, idx + run)
+            while idx < end:
+                idx += binary_run((a, b, o, common, entries, idx, end))
 
 
 def _ro(dtype):

@@ -1,15 +1,17 @@
-"""How the parallel drivers deal their work items to threads (``reduce_runs.chunk_start``).
+"""How the parallel drivers share their work items among threads.
 
-A driver loops ``prange`` over N_CHUNKS chunks, and Numba gives each thread a contiguous
-block of them; chunk c takes the items ``chunk_start(c), + N_CHUNKS, ...``. A bucketed
-table's empty entries sit at its end, so the items must reach the threads cyclically, or the
-last thread gets all the empty ones and the first all the work."""
+A bucketed table's empty entries (wholly past the call's shape) sit at its end; split
+contiguously, they would all go to the last thread. The reduce, row-wise, pool and fused
+drivers loop ``prange`` over N_CHUNKS chunks, Numba giving each thread a contiguous block of
+them, and chunk c takes the items ``chunk_start(c), + N_CHUNKS, ...``. The elementwise
+drivers keep neighbouring tiles on one thread (their tile copies share cache lines) and
+leave the trailing empty entries out of the items they split (``live_total``)."""
 import numba
 import numpy as np
 import pytest
 
 import dynshape
-from dynshape_kernels.cpu.elementwise import SERIAL_ELEMENTS
+from dynshape_kernels.cpu.elementwise import SERIAL_ELEMENTS, live_total
 from dynshape_kernels.cpu.reduce_runs import N_CHUNKS, chunk_start
 
 
@@ -60,3 +62,30 @@ def test_elementwise_drivers_run_every_item_of_a_table_with_empty_tail_entries(n
     x2 = x[:o2.size].reshape(o2.shape)
     dynshape.run("mul", x2, y[:7], out=o2)
     np.testing.assert_array_equal(o2, x2 * y[:7])
+
+
+
+def _expected_live_total(table):
+    """Entries x outer indices, less the trailing entries that write nothing (from the
+    table's own description of each entry's valid rows and columns)."""
+    from dynshape_kernels.abi.common_area import C_M, C_N, C_NOUTER
+    from dynshape_kernels.catalog import CATALOG
+    res = table.resolved(int(table.common[C_M]), int(table.common[C_N]), CATALOG)
+    writes = (res[:, 2] > 0) & (res[:, 4] > 0)
+    trailing = len(writes) - (int(np.flatnonzero(writes)[-1]) + 1 if writes.any() else 0)
+    return len(writes) * int(table.common[C_NOUTER]) - trailing
+
+
+@pytest.mark.parametrize("make", [
+    lambda: np.zeros(983041, np.float32),                    # a bucket's low end
+    lambda: np.zeros(256 * 4096, np.float32),                # no empty entry
+    lambda: np.zeros((3, 2, 700001), np.float32).transpose(1, 0, 2),   # outer indices
+    lambda: np.zeros((300, 700), np.float32).T,              # 2-D tiles
+], ids=["bucket-low-end", "exact", "outer", "transposed"])
+def test_live_total_leaves_out_the_trailing_entries_past_the_shape_and_only_those(make):
+    x = make()
+    table = dynshape.explain("exp", x)
+    got = live_total(table.common, table.entries)
+    assert got == _expected_live_total(table)
+    if x.shape == (983041,):
+        assert got < table.entries.shape[0]                  # the case trims something
