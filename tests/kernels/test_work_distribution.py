@@ -45,8 +45,9 @@ def two_threads():
 
 @pytest.mark.parametrize("n", [983041, SERIAL_ELEMENTS, 3 * N_CHUNKS * 4096 + 5])
 def test_elementwise_drivers_run_every_item_of_a_table_with_empty_tail_entries(n, two_threads):
-    """Shapes at a bucket's low end (entries past the shape), at the parallel threshold, and
-    with fewer items than chunks hold no stale element: every output element is written."""
+    """At a bucket's low end (entries past the shape), at the parallel threshold, and with a
+    partial last tile, on 2 threads, every output element is written (the outputs start
+    as NaN), by unit-stride, broadcast and row-run entries alike."""
     rng = np.random.default_rng(n)
     x = rng.standard_normal(n).astype(np.float32)
     y = rng.standard_normal(n).astype(np.float32)
@@ -62,7 +63,6 @@ def test_elementwise_drivers_run_every_item_of_a_table_with_empty_tail_entries(n
     x2 = x[:o2.size].reshape(o2.shape)
     dynshape.run("mul", x2, y[:7], out=o2)
     np.testing.assert_array_equal(o2, x2 * y[:7])
-
 
 
 def _expected_live_total(table):
