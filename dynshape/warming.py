@@ -68,8 +68,8 @@ def cache_location():
 
 
 # compile seconds per float32 driver on a quiet 2-core machine, each one alone or two at a
-# time, with the step interpreter ("steps") already compiled; they only steer the schedule
-# (share work among child processes: longest group first, each to the least loaded child)
+# time, with the step interpreter ("steps") already compiled; they only steer the order in
+# which idle child processes take the ready jobs (the longest first)
 _COMPILE_COST = {"unary": 7, "copy": 4, "binary": 7, "reduce": 9, "rowwise": 12,
                  "matmul": 8, "conv": 14, "pool": 4, "fused": 18, "steps": 6}
 #: the pseudo-family of a child's job that compiles the step interpreter of a dtype
@@ -130,74 +130,103 @@ def warm(families=None, dtypes=None, progress=None, *, pairs=None, processes=1):
     return done
 
 
-def _schedule(pairs, processes):
-    """The jobs of each child. Drivers that share a Numba cache index (their Python
-    function, or a function they reach by address: ``cpu.address_link``) go to the same
-    child, longest group first to the least loaded child: two processes saving entries of
-    one index at once may lose one, which the parent then compiles again. The step
-    interpreter of each dtype (the pseudo-family ``steps``) heads the child of the drivers
-    that call it, which come after that child's other drivers."""
-    from dynshape_kernels import drivers
-    index_of = {}                   # cache index name -> group id (union-find)
-    parent = {}
+def _jobs(pairs):
+    """The children's jobs: each driver pair, and ``(STEPS, dtype)`` for the step interpreter
+    of each dtype whose drivers call it. Per job, ``(locks, needs)``:
 
-    def find(g):
-        while parent[g] != g:
-            parent[g] = parent[parent[g]]
-            g = parent[g]
-        return g
-    for i, (fam, _) in enumerate(pairs):
-        parent[i] = i
-        for name in (drivers.function_name(fam), *(l.name for l in drivers.links_of(fam))):
-            j = index_of.setdefault(name, i)
-            parent[find(i)] = find(j)
-    groups = {}
-    for i, pair in enumerate(pairs):
-        groups.setdefault(find(i), []).append(pair)
-    stepping = {(f, d) for f, d in pairs if drivers.runs_step_programs(f)}
-    for g in groups.values():
-        for dt in dict.fromkeys(d for p in g if p in stepping for d in [p[1]]):
-            g.insert(0, (STEPS, dt))
-    work = [[] for _ in range(min(processes, len(groups)))]
-    load = [0.0] * len(work)
-    cost = lambda g: sum(_COMPILE_COST.get(f, 30) for f, _ in g)  # noqa: E731
-    for g in sorted(groups.values(), key=lambda g: -cost(g)):
-        k = load.index(min(load))
-        work[k] += g
-        load[k] += cost(g)
-    return [sorted(w, key=lambda p: (p[0] != STEPS) + (p in stepping)) for w in work]
+    * ``locks``: the Numba cache indexes the job writes: the driver's Python function (unary
+      and copy share one) and the functions it reaches by address (``cpu.address_link``).
+      Two processes saving entries of one index at once may lose one, so no two running
+      jobs share a lock. A driver only reads the step interpreter's index, which its own
+      job writes.
+    * ``needs``: the jobs that must be done first (a driver that runs step programs loads
+      its dtype's interpreter, compiled by another job)."""
+    from dynshape_kernels import drivers
+    from dynshape_kernels.cpu import step_link
+    jobs = {}
+    for fam, dt in pairs:
+        if drivers.runs_step_programs(fam):
+            jobs.setdefault((STEPS, dt), (frozenset({step_link.STEPS.name}), frozenset()))
+    for fam, dt in pairs:
+        locks = {drivers.function_name(fam)}
+        locks |= {link.name for link in drivers.links_of(fam) if link is not step_link.STEPS}
+        needs = {(STEPS, dt)} if drivers.runs_step_programs(fam) else set()
+        jobs[(fam, dt)] = (frozenset(locks), frozenset(needs))
+    return jobs
+
+
+def _pick(jobs, pending, done, held):
+    """The job an idle child starts next, or None: one whose needs are done and whose locks
+    no running job holds (``held``); step interpreters first (drivers wait on them), then the
+    longest (``_COMPILE_COST``), so that the short ones fill the end."""
+    ready = [j for j in pending if jobs[j][1] <= done and not jobs[j][0] & held]
+    if not ready:
+        return None
+    return min(ready, key=lambda j: (j[0] != STEPS, -_COMPILE_COST.get(j[0], 30)))
 
 
 def _compile_in_children(pairs, processes, stream, t0, total):
-    """Compile ``pairs`` into Numba's on-disk cache in ``processes`` child processes; pairs
-    whose drivers share a Python function (and so a cache index) go to the same child.
-    Returns ``(family, dtype, seconds, True)`` per pair, in the order they finished."""
-    work = _schedule(pairs, processes)
+    """Compile ``pairs`` into Numba's on-disk cache in ``processes`` child processes. The
+    parent hands each idle child its next job (:func:`_pick`) as the jobs finish, so a
+    driver waits only for what it needs, and never compiles while another job writes one
+    of its cache indexes. Returns ``(family, dtype, seconds, True)`` per pair, in the order
+    they finished."""
+    jobs = _jobs(pairs)
+    pending, finished, held = list(jobs), set(), set()
     lines = queue.Queue()
-    children = []
-    for chunk in work:
-        args = [f"{f}:{d}" for f, d in chunk]
-        p = subprocess.Popen([sys.executable, "-m", "dynshape.warming", *args],
+    running = {}                    # child -> its job, or None while idle
+    for _ in range(min(processes, len(jobs))):
+        p = subprocess.Popen([sys.executable, "-m", "dynshape.warming"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         threading.Thread(target=_relay, args=(p, lines), daemon=True).start()
-        children.append(p)
-    done, output, running = [], [], len(children)
-    while running:
+        running[p] = None
+    failed = []
+
+    def hand_out():
+        for p, job in running.items():
+            if job is not None or p.stdin.closed:
+                continue
+            nxt = None if failed else _pick(jobs, pending, finished, held)
+            if nxt is None:
+                if failed or not pending:
+                    p.stdin.close()            # no more work: the child exits
+                continue
+            pending.remove(nxt)
+            held.update(jobs[nxt][0])
+            running[p] = nxt
+            try:
+                p.stdin.write(f"{nxt[0]}:{nxt[1]}\n")
+                p.stdin.flush()
+            except BrokenPipeError:
+                pass                           # it died: its end of output says so
+
+    hand_out()
+    done, output, alive = [], [], len(running)
+    while alive:
         kind, p, text = lines.get()
         if kind == "eof":
-            running -= 1
+            alive -= 1
+            if running[p] is not None or p.wait() != 0:
+                failed.append(p)               # died: the others finish their job and exit
+                hand_out()
             continue
         output.append(text)
         parts = text.split()
-        if len(parts) == 4 and parts[0] == "compiled":
-            fam, dt, sec = parts[1], parts[2], float(parts[3])
-            done.append((fam, dt, sec, True))
-            if stream is not None:
-                print(f"  [{len(done)}/{total}] {fam} {dt} ... compiled in {sec:.1f} s in a "
-                      f"child process (elapsed {time.perf_counter() - t0:.1f} s)",
-                      file=stream, flush=True)
-    failed = [p for p in children if p.wait() != 0]
-    if failed:
+        if len(parts) == 4 and parts[0] == "ready" and running[p] == (parts[1], parts[2]):
+            job = running[p]
+            running[p] = None
+            held.difference_update(jobs[job][0])
+            finished.add(job)
+            if job[0] != STEPS:
+                sec = float(parts[3])
+                done.append((job[0], job[1], sec, True))
+                if stream is not None:
+                    print(f"  [{len(done)}/{total}] {job[0]} {job[1]} ... compiled in "
+                          f"{sec:.1f} s in a child process (elapsed "
+                          f"{time.perf_counter() - t0:.1f} s)", file=stream, flush=True)
+            hand_out()
+    failed += [p for p in running if p.wait() != 0 and p not in failed]
+    if failed or pending:
         tail = "".join(output[-20:])
         raise RuntimeError(f"compiling drivers in a child process failed:\n{tail}")
     return done
@@ -209,21 +238,22 @@ def _relay(proc, lines):
     lines.put(("eof", proc, ""))
 
 
-def _child(args):
-    """Entry point of a compiling child: load or compile each ``family:dtype``."""
+def _child(lines):
+    """Entry point of a compiling child: load or compile each job ``family:dtype`` it reads
+    (one per line, from the parent), and say ``ready family dtype seconds`` after each."""
     from dynshape_kernels import drivers
 
     import dynshape  # noqa: F401  (registers every family's driver)
     from dynshape_kernels.cpu import step_link
-    for arg in args:
-        fam, dt = arg.split(":")
+    for line in lines:
+        fam, dt = line.strip().split(":")
         t = time.perf_counter()
         if fam == STEPS:
             step_link.STEPS.ensure(dt)
-            continue
-        drivers.get(fam, dt)
-        print(f"compiled {fam} {dt} {time.perf_counter() - t:.2f}", flush=True)
+        else:
+            drivers.get(fam, dt)
+        print(f"ready {fam} {dt} {time.perf_counter() - t:.2f}", flush=True)
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1:])
+    _child(sys.argv[1:] or sys.stdin)
