@@ -137,8 +137,8 @@ def _jobs(pairs):
     * ``locks``: the Numba cache indexes the job writes: the driver's Python function (unary
       and copy share one) and the functions it reaches by address (``cpu.address_link``).
       Two processes saving entries of one index at once may lose one, so no two running
-      jobs share a lock. A driver only reads the step interpreter's index, which its own
-      job writes.
+      jobs share a lock. A driver only reads the step interpreter's index; the
+      interpreter's own job writes it.
     * ``needs``: the jobs that must be done first (a driver that runs step programs loads
       its dtype's interpreter, compiled by another job)."""
     from dynshape_kernels import drivers
