@@ -90,9 +90,6 @@ class Link:
                 if cres.signature.return_type != self.restype:
                     raise TypeError(f"{self.name} for {dtype} returns "
                                     f"{cres.signature.return_type}, not {self.restype}")
-                if cres.signature.return_type != self.restype:
-                    raise TypeError(f"{self.name} for {dtype} returns "
-                                    f"{cres.signature.return_type}, not {self.restype}")
                 address = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
                 if not address:
                     raise RuntimeError(f"{self.name} for {dtype} has no address")
