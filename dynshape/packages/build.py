@@ -35,6 +35,18 @@ TARGETS = ("cpu",)       # targets whose compiled code lives in Numba's CPU cach
 # ---------------------------------------------------------------- choosing the drivers
 
 
+def _dtype_name(d):
+    """A dtype's name; bfloat16 by name, since NumPy knows it only once the optional
+    ml_dtypes is imported (the catalog's families list it either way)."""
+    if str(d) == "bfloat16":
+        return "bfloat16"
+    try:
+        return np.dtype(d).name
+    except TypeError:
+        raise ArgumentError(f"unknown dtype {d!r}; a NumPy dtype name like float32, or "
+                            "bfloat16") from None
+
+
 def _family_dtype(fam_dtypes, dtype):
     """The driver dtype of ``dtype`` in a family, or None. A family whose dtypes are all
     unsigned integers moves bytes (copies): it serves any dtype of the same item size, as
@@ -42,7 +54,8 @@ def _family_dtype(fam_dtypes, dtype):
     if dtype in fam_dtypes:
         return dtype
     if fam_dtypes and all(np.dtype(d).kind == "u" for d in fam_dtypes):
-        as_bytes = f"uint{8 * np.dtype(dtype).itemsize}"
+        size = 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
+        as_bytes = f"uint{8 * size}"
         return as_bytes if as_bytes in fam_dtypes else None
     return None
 
@@ -66,10 +79,7 @@ def plan(families=None, dtypes=None, targets=TARGETS):
             raise ArgumentError(f"unknown kernel family {f!r}; families with a driver: "
                                 f"{', '.join(known)}")
     for d in dtypes or ():
-        try:
-            np.dtype(d)
-        except TypeError:
-            raise ArgumentError(f"unknown dtype {d!r}; a NumPy dtype name like float32") from None
+        _dtype_name(d)
     pairs, notes = set(), []
     for fam in families or known:
         spec = CATALOG.families.get(fam)
@@ -85,7 +95,7 @@ def plan(families=None, dtypes=None, targets=TARGETS):
             notes.append(why)
             continue
         for dt in (dtypes or fam_dtypes):
-            d = _family_dtype(fam_dtypes, np.dtype(dt).name)
+            d = _family_dtype(fam_dtypes, _dtype_name(dt))
             if d is None:
                 notes.append(f"{fam}/{dt}: not a dtype of {fam} ({', '.join(fam_dtypes)})")
             else:

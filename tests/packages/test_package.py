@@ -132,6 +132,23 @@ def test_the_package_holds_exactly_the_chosen_entries(built):
         r.rsplit("/", 1)[1] for r in m["files"] if "unary_driver" in r and r.endswith(".nbc"))
 
 
+def test_plan_names_bfloat16_without_the_optional_ml_dtypes_imported():
+    """NumPy knows bfloat16 only once ml_dtypes is imported; planning a package of the
+    catalog's families (which list it) must not depend on that."""
+    code = textwrap.dedent("""
+        import sys
+        from dynshape.packages.build import plan
+        pairs, notes = plan()
+        assert "ml_dtypes" not in sys.modules, "the check needs ml_dtypes not imported"
+        assert ("rowwise", "bfloat16") in pairs and ("unary", "bfloat16") in pairs, pairs
+        pairs, _ = plan(["copy"], ["bfloat16"])
+        assert pairs == [("copy", "uint16")], pairs
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+
+
 def test_plan_takes_families_from_the_catalog_and_the_driver_registry():
     pairs, notes = pregenerate.plan(["copy", "rowwise"], ["float32", "int32"])
     assert pairs == [("copy", "uint32"), ("rowwise", "float32")]
