@@ -19,8 +19,9 @@ from ..abi.tiles import ELEMENTWISE_TILES
 from .address_link import Link
 from ..catalog import CATALOG
 from .lookup import lookup_map
-from .switches import (map_contig, map_inplace, zip_contig, zip_rows, zip_scalar_a,
-                       zip_scalar_b)
+from .switches import (map_contig, map_inplace, zip_contig, zip_right, zip_rows,
+                       zip_scalar_a, zip_scalar_b)
+from .readonly_view import readonly
 from .tile_copy import gather_tile, scatter_tile, transpose_tile
 from .tiles import make_tile_geometry
 
@@ -217,7 +218,7 @@ def _binary_row(code, a, ab, asn, b, bb, bsn, o, ob, osn, n, sa, sb):
             for i in range(c):
                 sa[i] = a[ab + (k + i) * asn]
                 sb[i] = b[bb + (k + i) * bsn]
-            zip_contig(code, sa, sb, sa, c)
+            zip_right(code, sa, sb, c)   # in place: zip_contig(sa, sb, sa) would alias
             _store_chunk(o, ob + k * osn, osn, sa, c)
             k += c
 
@@ -225,14 +226,40 @@ def _binary_row(code, a, ab, asn, b, bb, bsn, o, ob, osn, n, sa, sb):
 @njit(cache=True)
 def _binary_scratch(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, osn, v0, v1, t0, t1,
                     full):
-    """DISCARD tails (whole zero/one-padded tile computed) and strided 2-D tiles, through
-    scratch copies of both operands."""
+    """DISCARD tails (whole zero/one-padded tile computed) and tiles with a strided output
+    row, through scratch copies of both operands."""
     sa = np.zeros(t0 * t1, dtype=o.dtype) if full else np.empty(t0 * t1, dtype=o.dtype)
     sb = np.ones(t0 * t1, dtype=o.dtype) if full else np.empty(t0 * t1, dtype=o.dtype)
     gather_tile(a, ab, asm, asn, v0, v1, sa, t1)
     gather_tile(b, bb, bsm, bsn, v0, v1, sb, t1)
-    zip_contig(code, sa, sb, sa, t0 * t1 if full else (v0 - 1) * t1 + v1)
+    zip_right(code, sa, sb, t0 * t1 if full else (v0 - 1) * t1 + v1)
     scatter_tile(o, ob, osm, osn, v0, v1, sa, t1)
+
+
+@njit(cache=True)
+def _binary_gathered(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, v0, v1, t0, t1):
+    """A 2-D tile whose output rows are unit-stride and one operand's (or both) are not (a
+    transposed operand, or a column broadcast): that operand is gathered into a scratch
+    tile (a transposed one 8x8 block at a time through registers), the other is read in
+    place, and ONE row switch call writes the output rows. Measured on a.T + b of
+    581x1723 float32, one thread: 346 us through scratch copies of both operands and of
+    the result, against 135 us for the transposed copy alone."""
+    ga = asn != 1
+    gb = bsn != 1
+    sa = np.empty(t0 * t1 if ga else 0, dtype=o.dtype)
+    sb = np.empty(t0 * t1 if gb else 0, dtype=o.dtype)
+    if ga:
+        gather_tile(a, ab, asm, asn, v0, v1, sa, t1)
+    if gb:
+        gather_tile(b, bb, bsm, bsn, v0, v1, sb, t1)
+    # the scratch tiles typed read-only, as a and b: the row switch compiles once
+    z = np.int64(0)
+    if ga and gb:
+        zip_rows(code, readonly(sa), z, t1, readonly(sb), z, t1, o, ob, osm, v0, v1)
+    elif ga:
+        zip_rows(code, readonly(sa), z, t1, b, bb, bsm, o, ob, osm, v0, v1)
+    else:
+        zip_rows(code, a, ab, asm, readonly(sb), z, t1, o, ob, osm, v0, v1)
 
 
 @njit(cache=True)
@@ -260,9 +287,12 @@ def _binary_entry(a, b, o, common, entries, e, oi):
         _binary_scratch(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, osn, v0, v1, t0, t1,
                         np.bool_(True))
         return
-    if t0 > 1 and (asn > 1 or asn < 0 or bsn > 1 or bsn < 0 or osn != 1):
+    if t0 > 1 and osn != 1:
         _binary_scratch(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, osn, v0, v1, t0, t1,
                         np.bool_(False))
+        return
+    if t0 > 1 and (asn > 1 or asn < 0 or bsn > 1 or bsn < 0):
+        _binary_gathered(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, v0, v1, t0, t1)
         return
     mode1 = entries[e, E_MODE1]
     split = t1 - w1 if (mode1 == VARIABLE_PARTIAL and v1 >= t1 - w1) else 0
