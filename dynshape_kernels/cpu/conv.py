@@ -71,6 +71,7 @@ from ..catalog import CATALOG
 from .steps import MAX_SIDES
 from .step_link import STEPS
 from .address_link import Link
+from .borrowed import borrowed
 
 #: dtypes of the conv driver (and of its per-thread function's link)
 DTYPES = CATALOG.families["conv"].dtypes
@@ -228,6 +229,8 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
     every index they are read at must be in bounds (the runtime checks shapes). An empty
     ``prog`` (shape (0, 4)) is the plain conv2d.
     """
+    x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, cgeo = borrowed(
+        (x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, cgeo))
     ne = entries.shape[0]
     nth = max(1, min(common[CV_NTH], ne))
     K = common[CV_CG] * common[CV_KH] * common[CV_KW]

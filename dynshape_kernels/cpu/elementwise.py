@@ -21,6 +21,7 @@ from ..catalog import CATALOG
 from .lookup import lookup_map
 from .switches import (map_contig, map_inplace, zip_contig, zip_right, zip_rows,
                        zip_scalar_a, zip_scalar_b)
+from .borrowed import borrowed
 from .readonly_view import readonly
 from .tile_copy import gather_tile, scatter_tile, transpose_tile
 from .tiles import make_tile_geometry
@@ -185,6 +186,7 @@ def unary_driver(x, o, common, entries, attrs):
     """out = op(x) over every entry x outer index; ``attrs`` holds the op's two attributes
     in the operand dtype (leaky_relu alpha; clip bounds), then, for a half-precision op that
     reads a lookup table, the table (``lookup.py``)."""
+    x, o, common, entries, attrs = borrowed((x, o, common, entries, attrs))
     n_entries = entries.shape[0]
     total = n_entries * common[C_NOUTER]
     if common[C_M] * common[C_N] * common[C_NOUTER] < SERIAL_ELEMENTS:
@@ -402,6 +404,7 @@ def _binary_run(a, b, o, common, entries, idx, end):
 
 def binary_driver(a, b, o, common, entries):
     """out = op(a, b) with broadcasting expressed as zero strides in the common area."""
+    a, b, o, common, entries = borrowed((a, b, o, common, entries))
     n_entries = entries.shape[0]
     total = n_entries * common[C_NOUTER]
     if common[C_M] * common[C_N] * common[C_NOUTER] < SERIAL_ELEMENTS:

@@ -52,6 +52,7 @@ from .reduce_runs import LW, N_CHUNKS, chunk_start, nan_max, nan_min
 from ..abi.storage import carrier, compute
 from .step_link import STEPS
 from .address_link import Link
+from .borrowed import borrowed
 from .steps import (G_COL, G_OFF, G_ROW, K_CONST_L, K_CONST_R, K_SIDE_R, K_UNARY, MAX_SIDES,
                     P_ATTR, P_CODE, P_KIND, P_SIDE, apply_steps_range)
 
@@ -356,6 +357,8 @@ def _finish_all(o, oi_out, of_out, fctl, count, psum, pext, pvalid):
 
 def fused_driver(x, o, oi, of, common, entries, prog, pattrs, fctl, sides):
     """Run the chain ``prog`` (+ the tail op of ``fctl``) over every entry x outer index."""
+    x, o, oi, of, common, entries, prog, pattrs, fctl, sides = borrowed(
+        (x, o, oi, of, common, entries, prog, pattrs, fctl, sides))
     total = entries.shape[0] * common[C_NOUTER]
     reduce_all = fctl[F_TAIL] == T_REDUCE_ALL
     np_ = total if reduce_all else 1

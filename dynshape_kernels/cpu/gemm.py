@@ -47,6 +47,7 @@ from ..abi.storage import carrier, compute
 from .half import compute_empty, load, store
 from .step_link import STEPS
 from .address_link import Link
+from .borrowed import borrowed
 from ..catalog import CATALOG
 from .steps import apply_steps_as
 from .switches import map_inplace
@@ -337,6 +338,8 @@ def matmul_driver(table, M, N, K, boffs,
     * ``nthreads``: number of contiguous table chunks, one per thread; consecutive rows with
       the same B panel reuse the packed B (order tables n-major: ``make_gemm_table``).
     """
+    table, boffs, a_buf, b_buf, c_buf, cin_buf, bias_buf, prog, pattrs, sides, sgeo = borrowed(
+        (table, boffs, a_buf, b_buf, c_buf, cin_buf, bias_buf, prog, pattrs, sides, sgeo))
     ntiles = table.shape[0]
     nbatch = boffs.shape[0]
     nth = max(1, min(nthreads, ntiles))

@@ -50,6 +50,7 @@ from .reduce_runs import N_CHUNKS, chunk_start, nan_max
 from .half import compute_empty, is_half, load, store
 from .scalar_ops import cast_like
 from .tiles import make_tile_geometry
+from .borrowed import borrowed
 
 
 # Tile shapes (output rows, output columns, partial window) by slot: about 512 outputs per
@@ -314,6 +315,7 @@ def _flush_row(o, orow, osn, ov):
 
 def pool_driver(x, o, common, entries):
     """Pool x (flat buffer; offsets and strides in the common area) into o, one table."""
+    x, o, common, entries = borrowed((x, o, common, entries))
     n_entries = entries.shape[0]
     n_outer = common[C_NOUTER]
     total = n_entries * n_outer

@@ -54,6 +54,7 @@ from .reduce_runs import (LW, N_CHUNKS, _arg_run, _ext_run, _strictly_better, _s
                           red_runs, serial_work, strided, SERIAL_READS)
 from .half import compute_empty, is_half, load, store
 from .tiles import make_tile_geometry
+from .borrowed import borrowed
 
 
 # Tile shapes (rows, columns, partial window) over the output plane, by slot. The kernels
@@ -352,6 +353,7 @@ def reduce_driver(x, o, oi, of, common, entries):
     """Reduce x over the common area's reduced dims into the output buffer of the op:
     ``o`` (x's dtype), ``oi`` (int64: integer sums, arg ops) or ``of`` (float64: integer
     means); the two others are empty placeholders."""
+    x, o, oi, of, common, entries = borrowed((x, o, oi, of, common, entries))
     n_entries = entries.shape[0]
     total = n_entries * common[C_NOUTER]
     if serial_work(common, _RB, SERIAL_READS):

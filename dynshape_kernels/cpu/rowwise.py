@@ -58,6 +58,7 @@ from .reduce_runs import (N_CHUNKS, _ext_run, _sum_run, chunk_start, ext_short, 
 from .half import compute_empty, load, store
 from .scalar_ops import cast_like
 from .tiles import make_tile_geometry
+from .borrowed import borrowed
 
 
 # Tile shapes (rows, columns, partial window) over the kept plane, by slot: one row per call
@@ -463,6 +464,7 @@ def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb):
 
 def rowwise_driver(x, w, b, o, common, entries, fattrs):
     """Row-wise op over every entry x outer index; fattrs = (epsilon, has weight, has bias)."""
+    x, w, b, o, common, entries, fattrs = borrowed((x, w, b, o, common, entries, fattrs))
     n_entries = entries.shape[0]
     total = n_entries * common[C_NOUTER]
     eps = fattrs[0]
