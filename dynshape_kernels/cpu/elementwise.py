@@ -34,8 +34,16 @@ N_SLOTS = len(ELEMENTWISE_TILES)
 # Below this many elements the entries run on the calling thread: waking the thread pool
 # costs more than it saves (about 10 us per parallel launch measured on this machine).
 SERIAL_ELEMENTS = 1 << 15
-# entries of one parallel work item of the unary and binary drivers (see _run_length)
+# entries of one parallel work item of the unary and binary drivers (see _run_length), or
+# more when the rows are short: as many as make RUN_ELEMENTS elements (see run_size)
 RUN_ENTRIES = 8
+RUN_ELEMENTS = 4096
+# runs of rows shorter than SHORT_ROW whose one input repeats (one value per row, e.g.
+# x - x.mean(axis=1, keepdims=True), or one row for every row, e.g. x + bias) expand that
+# input into a scratch tile of up to SHORT_BLOCK elements, then run it in one switch call;
+# longer rows with one value per row take one zip_scalar call each
+SHORT_ROW = 256
+SHORT_BLOCK = 4096
 
 tile_geometry = make_tile_geometry(ELEMENTWISE_TILES)
 
@@ -194,9 +202,9 @@ def unary_driver(x, o, common, entries, attrs):
         while idx < total:
             idx += unary_run((x, o, common, entries, idx, total, attrs))
     else:
-        # runs of up to RUN_ENTRIES entries per parallel item, as in binary_driver
+        # runs of up to run_size entries per parallel item, as in binary_driver
         total = live_total(common, entries)
-        run = max(1, min(RUN_ENTRIES, total // 64))
+        run = run_size(common, total)
         for blk in prange((total + run - 1) // run):
             idx = blk * run
             end = min(total, idx + run)
@@ -299,9 +307,17 @@ def _binary_entry(a, b, o, common, entries, e, oi):
     mode1 = entries[e, E_MODE1]
     split = t1 - w1 if (mode1 == VARIABLE_PARTIAL and v1 >= t1 - w1) else 0
     unit = osn == 1 and (asn == 1 or asn == 0) and (bsn == 1 or bsn == 0) and asn + bsn > 0
-    chunk = 0 if unit else min(t1, 1024)
-    sa = o[:0] if unit else np.empty(chunk, dtype=o.dtype)
-    sb = o[:0] if unit else np.empty(chunk, dtype=o.dtype)
+    if unit:        # the tile's rows in one switch call (two with a split column tail)
+        if split > 0:
+            _binary_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, v0, split)
+            _binary_rows(code, a, ab + split * asn, asm, asn, b, bb + split * bsn, bsm, bsn,
+                         o, ob + split, osm, v0, v1 - split)
+        else:
+            _binary_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, v0, v1)
+        return
+    chunk = min(t1, 1024)
+    sa = np.empty(chunk, dtype=o.dtype)
+    sb = np.empty(chunk, dtype=o.dtype)
     for r in range(v0):
         ar = ab + r * asm
         br = bb + r * bsm
@@ -341,16 +357,23 @@ def _run_length(common, entries, idx, end, r0):
 def _run_start(common, entries, idx, nops):
     """(entry, outer index, local kernel id, row, column, valid columns, T1, w) of work
     item ``idx``; valid columns 0 unless it can start a run of rows: a one-row tile whose
-    ``nops`` operands all have unit column stride, no DISCARD tail, no split column tail."""
+    ``nops`` operands all have unit column stride (of a binary op's two inputs, one may
+    have column stride 0: one value per row), no DISCARD tail, no split column tail."""
     n_entries = entries.shape[0]
     e = idx % n_entries
     oi = idx // n_entries
     local = entries[e, E_KID] - common[C_IDBASE]
     t0, t1, w1 = tile_geometry(local % N_SLOTS)
-    unit = t0 == 1
-    for op in range(nops):
-        if common[C_OPS + op * OP_BLOCK + OP_SN] != 1:
+    unit = t0 == 1 and common[C_OPS + OP_SN] == 1
+    zeros = 0
+    for op in range(1, nops):
+        sn = common[C_OPS + op * OP_BLOCK + OP_SN]
+        if sn == 0:
+            zeros += 1
+        elif sn != 1:
             unit = False
+    if zeros > 0 and (nops < 3 or zeros == nops - 1):
+        unit = False
     mode1 = entries[e, E_MODE1]
     if not unit or entries[e, E_MODE0] == DISCARD or mode1 == DISCARD:
         return e, oi, local, 0, 0, 0, t1, w1
@@ -380,11 +403,80 @@ def live_total(common, entries):
     return n * common[C_NOUTER] - (n - live)
 
 
+@njit(cache=True)
+def _scalar_rows(code, a, ab, asm, asn, b, bb, bsm, o, ob, osm, k, v1):
+    """``k`` rows where b has one value per row (column stride 0) and a unit column stride
+    (or, when ``asn`` is 0, the other way round): one zip_scalar call per row."""
+    for r in range(k):
+        ar = ab + r * asm
+        br = bb + r * bsm
+        orow = ob + r * osm
+        if asn == 0:
+            zip_scalar_a(code, a[ar], b[br:br + v1], o[orow:orow + v1], v1)
+        else:
+            zip_scalar_b(code, a[ar:ar + v1], b[br], o[orow:orow + v1], v1)
+
+
+@njit(cache=True)
+def _expand(side, sb, ssm, ssn, tile, r0, kk, v1):
+    """Rows r0 .. r0+kk of the repeating input into the scratch tile (pitch v1)."""
+    for r in range(kk):
+        t = tile[r * v1:(r + 1) * v1]
+        p = sb + (r0 + r) * ssm
+        if ssn == 0:
+            v = side[p]
+            for j in range(v1):
+                t[j] = v
+        else:
+            sv = side[p:p + v1]
+            for j in range(v1):
+                t[j] = sv[j]
+
+
+@njit(cache=True)
+def _short_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
+    """``k`` rows of ``v1 < SHORT_ROW`` elements where one input repeats (``b`` unless
+    only ``a`` does): one value per row (column stride 0) or the same row for every row
+    (row stride 0). Per row, a switch call and its row views cost more than 64 elements of
+    vector work (sub of 4096x64 and 64: 102 us on one thread against 11 us for PyTorch on
+    two), so the repeating input is expanded SHORT_BLOCK elements at a time into a scratch
+    tile (once, for a repeated row) that is typed read-only, as the operands: when the
+    other input's rows and the output's follow each other, ONE zip_contig call runs the
+    whole block, else one zip_rows call."""
+    side_a = not (bsn == 0 or bsm == 0)
+    rows = max(1, min(k, SHORT_BLOCK // v1))
+    tile = np.empty(rows * v1, dtype=o.dtype)
+    z = np.int64(0)
+    for r0 in range(0, k, rows):
+        kk = min(rows, k - r0)
+        if side_a:
+            if r0 == 0 or asm != 0:
+                _expand(a, ab, asm, asn, tile, r0, kk, v1)
+            bo = bb + r0 * bsm
+            oo = ob + r0 * osm
+            if bsm == v1 and osm == v1:
+                n = kk * v1
+                zip_contig(code, readonly(tile)[:n], b[bo:bo + n], o[oo:oo + n], n)
+            else:
+                zip_rows(code, readonly(tile), z, v1, b, bo, bsm, o, oo, osm, kk, v1)
+        else:
+            if r0 == 0 or bsm != 0:
+                _expand(b, bb, bsm, bsn, tile, r0, kk, v1)
+            ao = ab + r0 * asm
+            oo = ob + r0 * osm
+            if asm == v1 and osm == v1:
+                n = kk * v1
+                zip_contig(code, a[ao:ao + n], readonly(tile)[:n], o[oo:oo + n], n)
+            else:
+                zip_rows(code, a, ao, asm, readonly(tile), z, v1, o, oo, osm, kk, v1)
+
+
 @njit(cache=True, error_model="numpy")
 def _binary_run(a, b, o, common, entries, idx, end):
     """Entry ``idx`` and, when it is one row whose three operands have unit column stride
-    (a row-broadcast side included), the entries after it (up to ``end``) that continue it
-    row by row with the same kernel and columns, in ONE op-switch call over those rows.
+    (a row-broadcast side included) or one input has one value per row, the entries after
+    it (up to ``end``) that continue it row by row with the same kernel and columns, in ONE
+    op-switch call over those rows (a few, for short rows with one value per row).
     Returns how many entries ran. A row of 1000 elements costs ~80 ns of vector work and,
     one entry at a time, ~50 ns more of entry decoding and switch dispatch."""
     e, oi, local, r0, r1, v1, t1, w1 = _run_start(common, entries, idx, np.int64(3))
@@ -393,13 +485,41 @@ def _binary_run(a, b, o, common, entries, idx, end):
         return 1
     k = _run_length(common, entries, idx, end, r0)
     asm = common[C_OPS + OP_BLOCK + OP_SM]
+    asn = common[C_OPS + OP_BLOCK + OP_SN]
     bsm = common[C_OPS + 2 * OP_BLOCK + OP_SM]
+    bsn = common[C_OPS + 2 * OP_BLOCK + OP_SN]
     osm = common[C_OPS + OP_SM]
     code = common[C_OPBASE] + local // N_SLOTS
-    zip_rows(code, a, outer_offset(common, np.int64(1), oi) + r0 * asm + r1, asm,
-             b, outer_offset(common, np.int64(2), oi) + r0 * bsm + r1, bsm,
-             o, outer_offset(common, np.int64(0), oi) + r0 * osm + r1, osm, k, v1)
+    ab = outer_offset(common, np.int64(1), oi) + r0 * asm + r1 * asn
+    bb = outer_offset(common, np.int64(2), oi) + r0 * bsm + r1 * bsn
+    ob = outer_offset(common, np.int64(0), oi) + r0 * osm + r1
+    _binary_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1)
     return k
+
+
+@njit(cache=True)
+def _binary_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
+    """``k`` rows of ``v1`` elements, the output's and each input's unit-stride or (one
+    input at most) one value per row: short rows with a repeating input through
+    :func:`_short_rows`, the others in one zip_rows call (one zip_scalar call per row
+    when an input has one value per row)."""
+    repeats = asn == 0 or bsn == 0 or asm == 0 or bsm == 0
+    if v1 < SHORT_ROW and repeats and k > 1:
+        _short_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1)
+    elif asn == 1 and bsn == 1:
+        zip_rows(code, a, ab, asm, b, bb, bsm, o, ob, osm, k, v1)
+    else:
+        _scalar_rows(code, a, ab, asm, asn, b, bb, bsm, o, ob, osm, k, v1)
+
+
+@njit(cache=True)
+def run_size(common, total):
+    """Entries per parallel work item of the unary and binary drivers: RUN_ENTRIES, or, for
+    rows shorter than RUN_ELEMENTS / RUN_ENTRIES, as many as make about RUN_ELEMENTS
+    elements (one-row entries of 64 elements, 8 at a time, spent more on the item's
+    decoding than on its vector work); and at least 64 items for the threads to share."""
+    per = max(RUN_ENTRIES, RUN_ELEMENTS // max(1, common[C_N]))
+    return max(1, min(per, total // 64))
 
 
 def binary_driver(a, b, o, common, entries):
@@ -412,10 +532,10 @@ def binary_driver(a, b, o, common, entries):
         while idx < total:
             idx += binary_run((a, b, o, common, entries, idx, total))
     else:
-        # runs of up to RUN_ENTRIES entries per parallel item (one switch call when they
+        # runs of up to run_size entries per parallel item (one switch call when they
         # continue each other row by row), at least 64 items for the threads to share
         total = live_total(common, entries)
-        run = max(1, min(RUN_ENTRIES, total // 64))
+        run = run_size(common, total)
         for blk in prange((total + run - 1) // run):
             idx = blk * run
             end = min(total, idx + run)

@@ -30,28 +30,34 @@ def cases(draw):
     order = draw(st.sampled_from(("rows", "columns", "reversed", "shuffled")))
     seed = draw(st.integers(0, 2**31 - 1))
     family = draw(st.sampled_from(("binary", "unary")))
-    return batch, m, n, rows, order, draw(st.booleans()), seed, family
+    side = draw(st.sampled_from(("row", "column")))         # bias per column or per row
+    return batch, m, n, rows, order, draw(st.booleans()), seed, family, side
 
 
 @settings(max_examples=40, deadline=None)
 @given(cases())
 # neighbouring rows of the two tile lengths: a run must not take in a row of another kernel
 @example((2, 6, 600, [(i % 2, VARIABLE_FULL, False) for i in range(6)], "columns", False, 1,
-          "binary"))
+          "binary", "row"))
 @example((2, 6, 600, [(i % 2, VARIABLE_FULL, False) for i in range(6)], "columns", False, 1,
-          "unary"))
+          "unary", "row"))
+# short rows (expanded side) and long ones (a scalar call per row), one value per row
+@example((3, 40, 70, [(0, VARIABLE_FULL, False)] * 40, "rows", False, 2, "binary", "column"))
+@example((3, 40, 300, [(0, VARIABLE_FULL, False)] * 40, "rows", True, 3, "binary", "column"))
+@example((3, 40, 70, [(0, VARIABLE_FULL, False)] * 40, "rows", True, 4, "binary", "row"))
 def test_runs_of_row_entries_match_numpy(case):
-    batch, m, n, rows, order, reverse, seed, family = case
+    batch, m, n, rows, order, reverse, seed, family, side = case
     op = "add" if family == "binary" else "relu"
     rng = np.random.default_rng(seed)
     base = rng.standard_normal((batch, m, n + 3)).astype(np.float32)
-    bias = rng.standard_normal(n).astype(np.float32)
+    bias = rng.standard_normal(n if side == "row" else m).astype(np.float32)
     a = base[:, :, :n]                                      # rows of a strided view
     a = a[:, ::-1] if reverse else a                        # rows with a negative stride
     pad = np.full((batch, m + 2, n), -7.0, np.float32)      # output rows framed by padding
     out = pad[:, 1:m + 1]
     # a real table of this call gives the family's id and op bases
-    real = dynshape.explain(op, a, bias) if family == "binary" else dynshape.explain(op, a)
+    bias_b = bias if side == "row" else bias[:, None]      # broadcast against a's rows
+    real = dynshape.explain(op, a, bias_b) if family == "binary" else dynshape.explain(op, a)
     entries = []
     for r, (slot, mode1, at_end) in enumerate(rows):
         kid = CATALOG.kernel_id(family, op, "float32", slot)
@@ -69,14 +75,14 @@ def test_runs_of_row_entries_match_numpy(case):
     table = ParamTable(family, op, "float32", "cpu", CATALOG.hash, real.bucket, entries,
                        np.zeros(0), real.n_operands, real.id_base, real.op_base, "simplified",
                        0)
-    operands = (out, a, np.broadcast_to(bias, a.shape))[:3 if family == "binary" else 2]
+    operands = (out, a, np.broadcast_to(bias_b, a.shape))[:3 if family == "binary" else 2]
     p = plane(a.shape, [[s // 4 for s in arr.strides] for arr in operands])
     assert p.m == m and p.n == n            # the view's row gaps keep rows apart
     offsets = [1 * n, (m - 1) * (n + 3) if reverse else 0, 0][:len(operands)]
     common = table.bind(p, offsets)
     if family == "binary":
         drivers.get("binary", "float32")(base.ravel(), bias, pad.reshape(-1), common, entries)
-        np.testing.assert_array_equal(out, a + bias)
+        np.testing.assert_array_equal(out, a + bias_b)
     else:
         drivers.get("unary", "float32")(base.ravel(), pad.reshape(-1), common, entries,
                                         np.zeros(2, np.float32))

@@ -121,6 +121,30 @@ def test_binary_on_transposed_operands_over_ragged_tiles(layout, dtype):
         np.testing.assert_array_equal(got, want, err_msg=f"{op} {layout}")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float16])
+@pytest.mark.parametrize("shapes", [
+    ((4096, 64), (64,)), ((4096, 64), (4096, 1)), ((64,), (4096, 64)), ((4096, 1), (4096, 64)),
+    ((9000, 7), (9000, 1)), ((3, 900, 5), (3, 1, 5)), ((700, 300), (700, 1)),
+    ((2, 64, 30, 30), (1, 64, 1, 1)), ((1, 513), (2000, 513)), ((129, 70), (70,))])
+@pytest.mark.parametrize("strided", [False, True])
+def test_binary_with_a_repeating_input_over_many_short_rows(shapes, strided, dtype):
+    """One input repeats along the output's rows (one value per row, or one row for every
+    row) while rows are short or long, read in place or from a strided view: sub (so that
+    swapped operands show) against NumPy, and nothing written outside the output."""
+    rng = np.random.default_rng(11)
+
+    def draw(shape):
+        full = (rng.standard_normal(shape[:-1] + (shape[-1] + 3,)) * 8).astype(dtype)
+        return full[..., :shape[-1]] if strided else np.ascontiguousarray(full[..., :shape[-1]])
+    a, b = draw(shapes[0]), draw(shapes[1])
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    root = np.full((2,) + shape, 99, dtype)
+    out = root[1:].reshape(shape) if len(shape) else root[1:]
+    for r in (dynshape.run("sub", a, b), dynshape.run("sub", a, b, out=out)):
+        np.testing.assert_array_equal(r, a - b)
+    assert (root[0] == 99).all()
+
+
 def test_binary_scalars_and_promotion():
     x = np.arange(10, dtype=np.float32)
     r = dynshape.run("add", x, 2.5)
