@@ -435,40 +435,43 @@ def _expand(side, sb, ssm, ssn, tile, r0, kk, v1):
 
 @njit(cache=True)
 def _short_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
-    """``k`` rows of ``v1 < SHORT_ROW`` elements where one input repeats (``b`` unless
-    only ``a`` does): one value per row (column stride 0) or the same row for every row
-    (row stride 0). Per row, a switch call and its row views cost more than 64 elements of
-    vector work (sub of 4096x64 and 64: 102 us on one thread against 11 us for PyTorch on
-    two), so the repeating input is expanded SHORT_BLOCK elements at a time into a scratch
-    tile (once, for a repeated row) that is typed read-only, as the operands: when the
-    other input's rows and the output's follow each other, ONE zip_contig call runs the
-    whole block, else one zip_rows call."""
-    side_a = not (bsn == 0 or bsm == 0)
+    """``k`` rows of ``v1 < SHORT_ROW`` elements where an input repeats: one value per row
+    (column stride 0) or the same row for every row (row stride 0); both inputs may (e.g.
+    ``q[:, None] - k[None, :]``). Per row, a switch call and its row views cost more than
+    64 elements of vector work (sub of 4096x64 and 64: 102 us on one thread against 11 us
+    for PyTorch on two), so each repeating input is expanded SHORT_BLOCK elements at a time
+    into a scratch tile (a repeated row once) that is typed read-only, as the operands:
+    when the other input's rows and the output's follow each other, ONE zip_contig call
+    runs the whole block, else one zip_rows call."""
+    ea = asn == 0 or asm == 0
+    eb = bsn == 0 or bsm == 0
     rows = max(1, min(k, SHORT_BLOCK // v1))
-    tile = np.empty(rows * v1, dtype=o.dtype)
+    ta = np.empty(rows * v1 if ea else 0, dtype=o.dtype)
+    tb = np.empty(rows * v1 if eb else 0, dtype=o.dtype)
     z = np.int64(0)
     for r0 in range(0, k, rows):
         kk = min(rows, k - r0)
-        if side_a:
-            if r0 == 0 or asm != 0:
-                _expand(a, ab, asm, asn, tile, r0, kk, v1)
-            bo = bb + r0 * bsm
-            oo = ob + r0 * osm
-            if bsm == v1 and osm == v1:
-                n = kk * v1
-                zip_contig(code, readonly(tile)[:n], b[bo:bo + n], o[oo:oo + n], n)
+        n = kk * v1
+        if ea and (r0 == 0 or asm != 0):
+            _expand(a, ab, asm, asn, ta, r0, kk, v1)
+        if eb and (r0 == 0 or bsm != 0):
+            _expand(b, bb, bsm, bsn, tb, r0, kk, v1)
+        ao = ab + r0 * asm
+        bo = bb + r0 * bsm
+        oo = ob + r0 * osm
+        if osm != v1 or (not ea and asm != v1) or (not eb and bsm != v1):
+            if ea and eb:
+                zip_rows(code, readonly(ta), z, v1, readonly(tb), z, v1, o, oo, osm, kk, v1)
+            elif ea:
+                zip_rows(code, readonly(ta), z, v1, b, bo, bsm, o, oo, osm, kk, v1)
             else:
-                zip_rows(code, readonly(tile), z, v1, b, bo, bsm, o, oo, osm, kk, v1)
+                zip_rows(code, a, ao, asm, readonly(tb), z, v1, o, oo, osm, kk, v1)
+        elif ea and eb:     # rows follow each other everywhere: one call for the block
+            zip_contig(code, readonly(ta)[:n], readonly(tb)[:n], o[oo:oo + n], n)
+        elif ea:
+            zip_contig(code, readonly(ta)[:n], b[bo:bo + n], o[oo:oo + n], n)
         else:
-            if r0 == 0 or bsm != 0:
-                _expand(b, bb, bsm, bsn, tile, r0, kk, v1)
-            ao = ab + r0 * asm
-            oo = ob + r0 * osm
-            if asm == v1 and osm == v1:
-                n = kk * v1
-                zip_contig(code, a[ao:ao + n], readonly(tile)[:n], o[oo:oo + n], n)
-            else:
-                zip_rows(code, a, ao, asm, readonly(tile), z, v1, o, oo, osm, kk, v1)
+            zip_contig(code, a[ao:ao + n], readonly(tb)[:n], o[oo:oo + n], n)
 
 
 @njit(cache=True, error_model="numpy")

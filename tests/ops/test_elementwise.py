@@ -125,11 +125,13 @@ def test_binary_on_transposed_operands_over_ragged_tiles(layout, dtype):
 @pytest.mark.parametrize("shapes", [
     ((4096, 64), (64,)), ((4096, 64), (4096, 1)), ((64,), (4096, 64)), ((4096, 1), (4096, 64)),
     ((9000, 7), (9000, 1)), ((3, 900, 5), (3, 1, 5)), ((700, 300), (700, 1)),
-    ((2, 64, 30, 30), (1, 64, 1, 1)), ((1, 513), (2000, 513)), ((129, 70), (70,))])
+    ((2, 64, 30, 30), (1, 64, 1, 1)), ((1, 513), (2000, 513)), ((129, 70), (70,)),
+    # both inputs repeat (an outer difference): short rows and long ones
+    ((4096, 1), (1, 64)), ((1, 70), (500, 1)), ((300, 1), (1, 300)), ((2, 50, 1), (1, 1, 9))])
 @pytest.mark.parametrize("strided", [False, True])
 def test_binary_with_a_repeating_input_over_many_short_rows(shapes, strided, dtype):
-    """One input repeats along the output's rows (one value per row, or one row for every
-    row) while rows are short or long, read in place or from a strided view: sub (so that
+    """One input or both repeat along the output's rows (one value per row, or one row for
+    every row) while rows are short or long, read in place or from a strided view: sub (so that
     swapped operands show) against NumPy, and nothing written outside the output."""
     rng = np.random.default_rng(11)
 
