@@ -105,9 +105,54 @@ def _store_chunk(o, ob, os, scratch, c):
 
 
 @njit(cache=True)
+def _unary_short_rows(code, x, xb, xsm, o, ob, osm, k, v1, a0, a1, attrs):
+    """``k > 1`` unit-stride rows of ``v1 < SHORT_ROW`` elements. A switch call per row
+    costs more than a short row's vector work (relu of x[:, :64] for x of 4096 x 100: 18 ns
+    a row on one thread), so: rows that follow each other in both x and the output are one
+    row; otherwise SHORT_BLOCK elements at a time go through a scratch tile, in ONE switch
+    call (the tile typed read-only when it is the source, as x): gathered from x's rows
+    (or read in place when they follow each other), scattered to the output's rows (or
+    written in place when they follow each other)."""
+    if xsm == v1 and osm == v1:
+        _unary_row(code, x, xb, np.int64(1), o, ob, np.int64(1), k * v1, a0, a1, o[:0], attrs)
+        return
+    rows = max(1, min(k, SHORT_BLOCK // v1))
+    tile = np.empty(rows * v1, dtype=o.dtype)
+    for r0 in range(0, k, rows):
+        kk = min(rows, k - r0)
+        n = kk * v1
+        xo = xb + r0 * xsm
+        oo = ob + r0 * osm
+        if xsm == v1:                     # x's rows follow each other: map into the tile
+            if not lookup_map(attrs, x[xo:xo + n], tile[:n], n):
+                map_contig(code, x[xo:xo + n], tile[:n], n, a0, a1)
+        else:
+            for r in range(kk):
+                t = tile[r * v1:(r + 1) * v1]
+                xv = x[xo + r * xsm:xo + r * xsm + v1]
+                for j in range(v1):
+                    t[j] = xv[j]
+            if osm == v1:                 # the output's rows follow each other
+                if not lookup_map(attrs, readonly(tile)[:n], o[oo:oo + n], n):
+                    map_contig(code, readonly(tile)[:n], o[oo:oo + n], n, a0, a1)
+                continue
+            if not lookup_map(attrs, tile, tile, n):
+                map_inplace(code, tile, n, a0, a1)
+        for r in range(kk):
+            ov = o[oo + r * osm:oo + r * osm + v1]
+            t = tile[r * v1:(r + 1) * v1]
+            for j in range(v1):
+                ov[j] = t[j]
+
+
+@njit(cache=True)
 def _unary_rows(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, mode1, t1, w1, a0, a1, attrs):
-    """Valid rows of a tile; a VARIABLE_PARTIAL column tail runs T1-w fixed + a short rest."""
+    """Valid rows of a tile; a VARIABLE_PARTIAL column tail runs T1-w fixed + a short rest;
+    many short unit-stride rows through :func:`_unary_short_rows`."""
     split = t1 - w1 if (mode1 == VARIABLE_PARTIAL and v1 >= t1 - w1) else 0
+    if xsn == 1 and osn == 1 and split == 0 and v0 > 1 and v1 < SHORT_ROW:
+        _unary_short_rows(code, x, xb, xsm, o, ob, osm, v0, v1, a0, a1, attrs)
+        return
     scratch = o[:0] if (xsn == 1 and osn == 1) else np.empty(min(t1, 1024), dtype=o.dtype)
     for r in range(v0):
         xr = xb + r * xsm
