@@ -307,14 +307,21 @@ def _binary_gathered(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, v0, v1,
         gather_tile(a, ab, asm, asn, v0, v1, sa, t1)
     if gb:
         gather_tile(b, bb, bsm, bsn, v0, v1, sb, t1)
-    # the scratch tiles typed read-only, as a and b: the row switch compiles once
+    _zip_tiles(code, a, ab, asm, sa, ga, b, bb, bsm, sb, gb, o, ob, osm, v0, v1, t1)
+
+
+@njit(cache=True)
+def _zip_tiles(code, a, ab, asm, sa, ga, b, bb, bsm, sb, gb, o, ob, osm, k, v1, pitch):
+    """One zip_rows call over ``k`` rows of ``v1`` elements, each input read from its
+    scratch tile (row pitch ``pitch``) when flagged (``ga``, ``gb``), else in place. The
+    tiles are typed read-only, as a and b, so the row switch is compiled once."""
     z = np.int64(0)
     if ga and gb:
-        zip_rows(code, readonly(sa), z, t1, readonly(sb), z, t1, o, ob, osm, v0, v1)
+        zip_rows(code, readonly(sa), z, pitch, readonly(sb), z, pitch, o, ob, osm, k, v1)
     elif ga:
-        zip_rows(code, readonly(sa), z, t1, b, bb, bsm, o, ob, osm, v0, v1)
+        zip_rows(code, readonly(sa), z, pitch, b, bb, bsm, o, ob, osm, k, v1)
     else:
-        zip_rows(code, a, ab, asm, readonly(sb), z, t1, o, ob, osm, v0, v1)
+        zip_rows(code, a, ab, asm, readonly(sb), z, pitch, o, ob, osm, k, v1)
 
 
 @njit(cache=True)
@@ -493,7 +500,6 @@ def _short_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
     rows = max(1, min(k, SHORT_BLOCK // v1))
     ta = np.empty(rows * v1 if ea else 0, dtype=o.dtype)
     tb = np.empty(rows * v1 if eb else 0, dtype=o.dtype)
-    z = np.int64(0)
     for r0 in range(0, k, rows):
         kk = min(rows, k - r0)
         n = kk * v1
@@ -505,12 +511,7 @@ def _short_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
         bo = bb + r0 * bsm
         oo = ob + r0 * osm
         if osm != v1 or (not ea and asm != v1) or (not eb and bsm != v1):
-            if ea and eb:
-                zip_rows(code, readonly(ta), z, v1, readonly(tb), z, v1, o, oo, osm, kk, v1)
-            elif ea:
-                zip_rows(code, readonly(ta), z, v1, b, bo, bsm, o, oo, osm, kk, v1)
-            else:
-                zip_rows(code, a, ao, asm, readonly(tb), z, v1, o, oo, osm, kk, v1)
+            _zip_tiles(code, a, ao, asm, ta, ea, b, bo, bsm, tb, eb, o, oo, osm, kk, v1, v1)
         elif ea and eb:     # rows follow each other everywhere: one call for the block
             zip_contig(code, readonly(ta)[:n], readonly(tb)[:n], o[oo:oo + n], n)
         elif ea:
