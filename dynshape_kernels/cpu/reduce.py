@@ -14,6 +14,8 @@ by the executor and stored in the reduction block:
 * ``STRAT_COLUMNS`` (reductions over a leading or middle axis): a tile row keeps one
   accumulator per output column and adds whole vectors of the contiguous kept axis per reduced
   index, so the input is read in memory order, never with a scalar loop over a huge stride.
+  Sums take four reduced rows per pass over the accumulators (one load and store of them per
+  four rows), still adding each column's elements one after the other.
 
 Accuracy (the contract the tests check against NumPy):
 
