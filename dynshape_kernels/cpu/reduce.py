@@ -14,8 +14,8 @@ by the executor and stored in the reduction block:
 * ``STRAT_COLUMNS`` (reductions over a leading or middle axis): a tile row keeps one
   accumulator per output column and adds whole vectors of the contiguous kept axis per reduced
   index, so the input is read in memory order, never with a scalar loop over a huge stride.
-  Sums take four reduced rows per pass over the accumulators (one load and store of them per
-  four rows), still adding each column's elements one after the other.
+  Sums, max and min take four reduced rows per pass over the accumulators (one load and store
+  of them per four rows), still adding each column's elements one after the other.
 
 Accuracy (the contract the tests check against NumPy):
 
@@ -173,6 +173,20 @@ def _vext(acc, xv, ismax):
 
 
 @njit(inline="always")
+def _vext4(acc, x0, x1, x2, x3, ismax):
+    """Four _vext calls in one pass over the accumulators (max and min are exact, and a NaN
+    in any of the four propagates as it would row by row)."""
+    if ismax:
+        for j in range(acc.shape[0]):
+            acc[j] = nan_max(nan_max(nan_max(nan_max(acc[j], load(x0[j])), load(x1[j])),
+                                      load(x2[j])), load(x3[j]))
+    else:
+        for j in range(acc.shape[0]):
+            acc[j] = nan_min(nan_min(nan_min(nan_min(acc[j], load(x0[j])), load(x1[j])),
+                                      load(x2[j])), load(x3[j]))
+
+
+@njit(inline="always")
 def _varg(acc, idx, xv, t, ismax):
     for j in range(acc.shape[0]):
         a = acc[j]
@@ -213,7 +227,14 @@ def _columns_ext(x, xb, xsn, v1, common, ismax, acc):
     s = common[_RB + R_STR + ndo]
     for k in range(runs):
         p0 = xb + red_offset(common, _RB, k, ndo, 0)
-        for i in range(L):
+        i = 0
+        if xsn == 1:
+            while i + 4 <= L:
+                p = p0 + i * s
+                _vext4(acc, x[p:p + v1], x[p + s:p + s + v1], x[p + 2 * s:p + 2 * s + v1],
+                       x[p + 3 * s:p + 3 * s + v1], ismax)
+                i += 4
+        for i in range(i, L):
             p = p0 + i * s
             if xsn == 1:
                 _vext(acc, x[p:p + v1], ismax)

@@ -372,3 +372,22 @@ def test_columns_sums_add_in_order_bit_for_bit(dtype):
             want = np.cumsum(rows.astype(acc), axis=0)[-1].astype(got.dtype)
             np.testing.assert_array_equal(got, want.reshape(got.shape),
                                           err_msg=f"L={L} axis={axis}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_columns_extremes_over_four_row_steps(dtype):
+    """COLUMNS max / min take four reduced rows per pass: a NaN or an extreme in any of the
+    four rows, or in the rows left over after the last full step, reaches its column."""
+    rng = np.random.default_rng(15)
+    for L in (1, 3, 4, 5, 8, 11):
+        for r in range(L):
+            x = rng.standard_normal((L, 3, 40)).astype(dtype)
+            x[r, 0, 5] = np.nan
+            x[r, 1, 7] = 1e30
+            x[r, 2, 9] = -1e30
+            for op in ("max", "min"):
+                for v, axis in ((x, 0), (x, (0, 1)), (x.transpose(1, 0, 2), 1)):
+                    with np.errstate(invalid="ignore"):
+                        want = getattr(np, op)(v, axis=axis)
+                    np.testing.assert_array_equal(dynshape.run(op, v, axis=axis), want,
+                                                  err_msg=f"{op} L={L} row={r}")
