@@ -58,6 +58,17 @@ def resolve(off, anchor, size, t):
     return o, (v if v < t else t)
 
 
+@njit(inline="always")
+def same_element(x, xb, o, ob):
+    """Whether ``x[xb]`` is ``o[ob]``: the output is the input itself (``out=x``). Operands
+    are either that or disjoint (the executor copies a partially overlapping input first),
+    so a run that starts at the same element is the same memory throughout. A loop reading
+    one array and writing another checks at run time that they do not overlap and runs its
+    scalar fallback when they do: in place, the drivers call the switches' in-place loops
+    instead (exp of 10^6 float32 elements in place: 1.75 ms scalar, 0.16 ms vectorized)."""
+    return x.ctypes.data + xb * x.itemsize == o.ctypes.data + ob * o.itemsize
+
+
 @njit(cache=True)
 def outer_offset(common, op, oi):
     """Element offset of outer (batch) index ``oi`` for operand ``op``."""
@@ -78,7 +89,10 @@ def _unary_row(code, x, xb, xs, o, ob, os, n, a0, a1, scratch, attrs):
     ``attrs`` carry a lookup table reads it instead (``lookup.py``)."""
     if xs == 1 and os == 1:
         if not lookup_map(attrs, x[xb:xb + n], o[ob:ob + n], n):
-            map_contig(code, x[xb:xb + n], o[ob:ob + n], n, a0, a1)
+            if same_element(x, xb, o, ob):      # in place: see same_element
+                map_inplace(code, o[ob:ob + n], n, a0, a1)
+            else:
+                map_contig(code, x[xb:xb + n], o[ob:ob + n], n, a0, a1)
         return
     k = 0
     while k < n:
@@ -453,14 +467,29 @@ def live_total(common, entries):
 def _scalar_rows(code, a, ab, asm, asn, b, bb, bsm, o, ob, osm, k, v1):
     """``k`` rows where b has one value per row (column stride 0) and a unit column stride
     (or, when ``asn`` is 0, the other way round): one zip_scalar call per row."""
+    # in place (the output is the unit-stride input itself, see same_element): each row is
+    # copied into a scratch row first, so that no call reads the memory it writes
+    inplace = (asm == osm and same_element(a, ab, o, ob) if asn != 0
+               else bsm == osm and same_element(b, bb, o, ob))
+    row = np.empty(v1 if inplace else 0, dtype=o.dtype)
     for r in range(k):
         ar = ab + r * asm
         br = bb + r * bsm
         orow = ob + r * osm
         if asn == 0:
-            zip_scalar_a(code, a[ar], b[br:br + v1], o[orow:orow + v1], v1)
+            bv = b[br:br + v1]
+            if inplace:
+                for j in range(v1):
+                    row[j] = bv[j]
+                bv = readonly(row)
+            zip_scalar_a(code, a[ar], bv, o[orow:orow + v1], v1)
         else:
-            zip_scalar_b(code, a[ar:ar + v1], b[br], o[orow:orow + v1], v1)
+            av = a[ar:ar + v1]
+            if inplace:
+                for j in range(v1):
+                    row[j] = av[j]
+                av = readonly(row)
+            zip_scalar_b(code, av, b[br], o[orow:orow + v1], v1)
 
 
 @njit(cache=True)
@@ -492,7 +521,9 @@ def _short_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
     into a scratch tile (a repeated row once) that is typed read-only, as the operands:
     when the other input's rows and the output's follow each other, ONE zip_contig call
     runs the whole block, else one zip_rows call."""
-    ea = asn == 0 or asm == 0
+    # in place (the output is a itself, see same_element): a's rows are copied into the
+    # scratch tile like a repeating input's, so that no call reads the memory it writes
+    ea = asn == 0 or asm == 0 or (asm == osm and same_element(a, ab, o, ob))
     eb = bsn == 0 or bsm == 0
     rows = max(1, min(k, SHORT_BLOCK // v1))
     ta = np.empty(rows * v1 if ea else 0, dtype=o.dtype)
@@ -553,9 +584,35 @@ def _binary_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
     if v1 < SHORT_ROW and repeats and k > 1:
         _short_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1)
     elif asn == 1 and bsn == 1:
-        zip_rows(code, a, ab, asm, b, bb, bsm, o, ob, osm, k, v1)
+        if asm == osm and same_element(a, ab, o, ob):       # in place: see same_element
+            _rows_in_place(code, b, bb, bsm, o, ob, osm, k, v1)
+        else:
+            zip_rows(code, a, ab, asm, b, bb, bsm, o, ob, osm, k, v1)
     else:
         _scalar_rows(code, a, ab, asm, asn, b, bb, bsm, o, ob, osm, k, v1)
+
+
+@njit(inline="always")
+def _rows_in_place(code, b, bb, bsm, o, ob, osm, k, v1):
+    """o = o op b over ``k`` unit-stride rows when the output is the left input itself:
+    blocks of at most SHORT_BLOCK elements of o's rows are copied into a scratch tile that
+    the zip_rows call reads (inlined into _binary_rows, whose zip_rows it calls with the
+    same types: calling the switches' in-place zip_right from here made the binary driver
+    take 2.7 s longer to compile)."""
+    w = min(v1, SHORT_BLOCK)
+    rows = max(1, min(k, SHORT_BLOCK // w))
+    tile = np.empty(rows * w, dtype=o.dtype)
+    for r0 in range(0, k, rows):
+        kk = min(rows, k - r0)
+        for c0 in range(0, v1, w):
+            cw = min(w, v1 - c0)
+            for r in range(kk):
+                src = o[ob + (r0 + r) * osm + c0:ob + (r0 + r) * osm + c0 + cw]
+                t = tile[r * cw:(r + 1) * cw]
+                for j in range(cw):
+                    t[j] = src[j]
+            zip_rows(code, readonly(tile), np.int64(0), cw, b, bb + r0 * bsm + c0, bsm, o,
+                     ob + r0 * osm + c0, osm, kk, cw)
 
 
 @njit(cache=True)

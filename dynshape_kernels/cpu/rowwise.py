@@ -52,7 +52,7 @@ from ..abi.tiles import ROWWISE_TILES
 from ..abi.vocabulary import (LAYER_NORM, LOG_SOFTMAX, RMS_NORM, ROWWISE_OPS,  # noqa: F401
                               SOFTMAX)
 from . import mathfuncs
-from .elementwise import outer_offset, resolve
+from .elementwise import outer_offset, resolve, same_element
 from .reduce_runs import (N_CHUNKS, _ext_run, _sum_run, chunk_start, ext_short, nan_max,
                           red_offset, red_runs, serial_work, strided, SERIAL_ROW_READS)
 from .half import compute_empty, load, store
@@ -80,6 +80,17 @@ def _exp_store_sum(xv, ov, m):
     s = 0.0
     for i in range(xv.shape[0]):
         e = mathfuncs.exp(load(xv[i]) - m)
+        ov[i] = store(ov, e)
+        s += e
+    return s
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _exp_store_sum_inplace(ov, m):
+    """_exp_store_sum(ov, ov, m) reading the one array it writes."""
+    s = 0.0
+    for i in range(ov.shape[0]):
+        e = mathfuncs.exp(load(ov[i]) - m)
         ov[i] = store(ov, e)
         s += e
     return s
@@ -282,13 +293,21 @@ def _contig_row(code, xv, ov, wv, bv, count, eps, hw, hb, lanes):
     """_lanes_row for a row that is one contiguous run of every operand (the common case:
     normalized axes innermost and contiguous): the same passes on the row's views, without
     the per-run offsets and views of the general path (which cost ~0.3 us a row)."""
+    # in place (the output is the row itself, see elementwise.same_element): the loops read
+    # ov, so that none reads one array while writing another over the same memory (LLVM's
+    # run-time overlap check would send it to its scalar loop: softmax over 77 x 30522 in
+    # place, one thread, 5.1 ms against 0.9 ms with out=)
+    inplace = same_element(xv, 0, ov, 0)
     if code == SOFTMAX or code == LOG_SOFTMAX:
         mx, nan = ext_short(xv, True) if xv.shape[0] < 2 * LW else (load(xv[0]), True)
         if nan:                        # long rows, or a NaN to propagate
             mx = _ext_run(xv, True, lanes)
         m = cast_like(xv, mx)
         if code == SOFTMAX:
-            _scale(ov, cast_like(xv, 1.0 / _exp_store_sum(xv, ov, m)))
+            s = _exp_store_sum_inplace(ov, m) if inplace else _exp_store_sum(xv, ov, m)
+            _scale(ov, cast_like(xv, 1.0 / s))
+        elif inplace:
+            _shift(ov, ov, m, cast_like(xv, np.log(_exp_sum(xv, m))))
         else:
             _shift(xv, ov, m, cast_like(xv, np.log(_exp_sum(xv, m))))
         return
@@ -304,7 +323,10 @@ def _contig_row(code, xv, ov, wv, bv, count, eps, hw, hb, lanes):
         var = _sq_sum(xv) / count
     chi = cast_like(xv, c)
     a = cast_like(xv, 1.0 / np.sqrt(var + eps))
-    _norm_write(xv, ov, wv, bv, chi, cast_like(xv, c - chi), a, hw, hb)
+    if inplace:
+        _norm_write(ov, ov, wv, bv, chi, cast_like(xv, c - chi), a, hw, hb)
+    else:
+        _norm_write(xv, ov, wv, bv, chi, cast_like(xv, c - chi), a, hw, hb)
 
 
 # ---- COLUMNS: vectors of neighbouring rows ---------------------------------------------------
