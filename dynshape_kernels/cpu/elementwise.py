@@ -307,8 +307,9 @@ def _binary_gathered(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, v0, v1,
     place, and ONE row switch call writes the output rows. Measured on a.T + b of
     581x1723 float32, one thread: 346 us through scratch copies of both operands and of
     the result, against 135 us for the transposed copy alone."""
-    ga = asn != 1
-    gb = bsn != 1
+    # an input that is the output itself (in place, see same_element) is gathered too
+    ga = asn != 1 or (asm == osm and same_element(a, ab, o, ob))
+    gb = bsn != 1 or (bsm == osm and same_element(b, bb, o, ob))
     sa = np.empty(t0 * t1 if ga else 0, dtype=o.dtype)
     sb = np.empty(t0 * t1 if gb else 0, dtype=o.dtype)
     if ga:

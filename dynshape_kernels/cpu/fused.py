@@ -42,7 +42,7 @@ from numba import njit, prange, types
 
 from ..abi.common_area import (C_M, C_N, C_NOUTER, C_OPS, E_ANCH0, E_ANCH1, E_OFF0, E_OFF1,
                            OP_BLOCK, OP_SM, OP_SN)
-from .elementwise import SERIAL_ELEMENTS, outer_offset, resolve
+from .elementwise import SERIAL_ELEMENTS, outer_offset, resolve, same_element
 from .switches import map_contig, zip_contig, zip_rows, zip_scalar_a, zip_scalar_b
 from .tile_copy import gather_tile, scatter_tile
 from ..abi.vocabulary import MAX, MEAN, SUM
@@ -146,9 +146,13 @@ def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, 
     ob = outer_offset(common, np.int64(0), oi) + r0 * osm + r1 * osn
     nsteps = prog.shape[0]
     if osn == 1 and xsn == 1:
-        first = 1 if _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1,
-                                      r0, r1) else 0
-        if first == 0:
+        # in place (the output is x itself, see elementwise.same_element): the interpreter
+        # runs every step on the output, which holds x already (a first step reading x and
+        # writing the output would run its scalar fallback loop)
+        inplace = xsm == osm and same_element(x, xb, o, ob)
+        first = 1 if not inplace and _first_step_from(x, o, prog, pattrs, sides, sgeo, xb,
+                                                      xsm, ob, osm, v0, v1, r0, r1) else 0
+        if first == 0 and not inplace:
             for i in range(v0):
                 xr = xb + i * xsm
                 orow = ob + i * osm

@@ -95,3 +95,40 @@ def test_rowwise_in_place_equals_out(op, shape, dtype):
     tol = {"float16": 2e-3, "float32": 2e-6, "float64": 1e-13}[dtype]
     np.testing.assert_allclose(y.astype(np.float64), want.astype(np.float64), rtol=tol,
                                atol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_binary_in_place_with_a_transposed_input(dtype):
+    """x += y.T (and y.T - x into x): the tile's other operand is gathered, and the one that
+    is the output is copied into its scratch tile too."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((581, 1723)).astype(dtype)
+    y = rng.standard_normal((1723, 581)).astype(dtype)
+    for op in ("add", "sub"):
+        for left in (True, False):
+            v = x.copy()
+            want = dynshape.run(op, x, y.T) if left else dynshape.run(op, y.T, x)
+            got = dynshape.run(op, v, y.T, out=v) if left else dynshape.run(op, y.T, v, out=v)
+            assert got is v
+            np.testing.assert_array_equal(v, want, err_msg=f"{op} left={left}")
+
+
+@pytest.mark.parametrize("steps", [
+    ["exp", ("mul", 0.5)], [("add", "bias"), "tanh"], [("sub", "bias"), "relu", ("mul", 3.0)]])
+@pytest.mark.parametrize("view", ["whole", "short rows", "long rows"])
+def test_fused_chain_in_place_equals_out(steps, view):
+    """A fused elementwise chain whose output is its input runs every step on the output."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((300, 1031)).astype(np.float32)
+    f = dynshape.fuse(steps)
+    v = VIEWS[view]
+    bias = rng.standard_normal(v(x).shape[1]).astype(np.float32)
+    kw = {"bias": bias} if any(isinstance(s, tuple) and s[1] == "bias" for s in steps) else {}
+    want = f(v(x), **kw)
+    y = x.copy()
+    got = f(v(y), out=v(y), **kw)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(v(y), want)
+    inside = np.zeros(x.shape, bool)
+    v(inside)[...] = True
+    np.testing.assert_array_equal(y[~inside], x[~inside])
