@@ -674,10 +674,13 @@ def test_leading_conv2d_allocates_no_full_size_intermediate():
             del z
     finally:
         tracemalloc.stop()
-    conv_only, into_out, fresh, unfused = (min(p) for p in peaks.values())
+    # the plain conv's peak holds one or both threads' packing workspaces (~21 KB each here),
+    # as the threads' lifetimes happen to overlap: its largest is the bound for the chain
+    conv_all = max(peaks["conv_only"])
+    into_out, fresh, unfused = (min(peaks[k]) for k in ("into_out", "fresh", "unfused"))
     y = f(x, w, r=r)
-    assert into_out < conv_only + out.nbytes / 20           # nothing besides the conv's
-    assert fresh < conv_only + out.nbytes * 1.1             # ... and the result
+    assert into_out < conv_all + out.nbytes / 20            # nothing besides the conv's
+    assert fresh < conv_all + out.nbytes * 1.1              # ... and the result
     assert unfused >= 2 * out.nbytes
     np.testing.assert_array_equal(y, out)
 
