@@ -586,7 +586,9 @@ def _binary_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
         _short_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1)
     elif asn == 1 and bsn == 1:
         if asm == osm and same_element(a, ab, o, ob):       # in place: see same_element
-            _rows_in_place(code, b, bb, bsm, o, ob, osm, k, v1)
+            _rows_in_place(code, True, a, ab, asm, b, bb, bsm, o, ob, osm, k, v1)
+        elif bsm == osm and same_element(b, bb, o, ob):
+            _rows_in_place(code, False, a, ab, asm, b, bb, bsm, o, ob, osm, k, v1)
         else:
             zip_rows(code, a, ab, asm, b, bb, bsm, o, ob, osm, k, v1)
     else:
@@ -594,12 +596,13 @@ def _binary_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
 
 
 @njit(inline="always")
-def _rows_in_place(code, b, bb, bsm, o, ob, osm, k, v1):
-    """o = o op b over ``k`` unit-stride rows when the output is the left input itself:
-    blocks of at most SHORT_BLOCK elements of o's rows are copied into a scratch tile that
-    the zip_rows call reads (inlined into _binary_rows, whose zip_rows it calls with the
-    same types: calling the switches' in-place zip_right from here made the binary driver
-    take 2.7 s longer to compile)."""
+def _rows_in_place(code, left, a, ab, asm, b, bb, bsm, o, ob, osm, k, v1):
+    """o = a op b over ``k`` unit-stride rows when the output is one input itself (the left
+    one if ``left``, else the right one): blocks of at most SHORT_BLOCK elements of o's rows
+    are copied into a scratch tile that the zip_rows call reads in that input's place
+    (inlined into _binary_rows, whose zip_rows it calls with types it has already: calling
+    the switches' in-place zip_right from here made the binary driver take 2.7 s longer to
+    compile)."""
     w = min(v1, SHORT_BLOCK)
     rows = max(1, min(k, SHORT_BLOCK // w))
     tile = np.empty(rows * w, dtype=o.dtype)
@@ -612,8 +615,12 @@ def _rows_in_place(code, b, bb, bsm, o, ob, osm, k, v1):
                 t = tile[r * cw:(r + 1) * cw]
                 for j in range(cw):
                     t[j] = src[j]
-            zip_rows(code, readonly(tile), np.int64(0), cw, b, bb + r0 * bsm + c0, bsm, o,
-                     ob + r0 * osm + c0, osm, kk, cw)
+            if left:
+                zip_rows(code, readonly(tile), np.int64(0), cw, b, bb + r0 * bsm + c0, bsm, o,
+                         ob + r0 * osm + c0, osm, kk, cw)
+            else:
+                zip_rows(code, a, ab + r0 * asm + c0, asm, readonly(tile), np.int64(0), cw, o,
+                         ob + r0 * osm + c0, osm, kk, cw)
 
 
 @njit(cache=True)

@@ -3,8 +3,8 @@
 A loop that reads one array and writes another checks at run time that they do not overlap
 and falls back to its scalar loop when they do, so the drivers detect an output that is the
 input itself (``elementwise.same_element``) and call loops that read and write one array:
-the switches' in-place loops (unary; binary whose output is the left input), a scratch copy
-of the row (a short row with a repeating input, one value per row), the row-wise loops on
+the switches' in-place loop (unary), a scratch copy of the rows (binary, the output being
+either input; a short row with a repeating input; one value per row), the row-wise loops on
 the output row. Each path must give exactly what the same call gives into a separate
 output (row-wise: within the float64 row sum's rounding), and must write nothing else.
 """
