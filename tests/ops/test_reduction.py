@@ -391,3 +391,42 @@ def test_columns_extremes_over_four_row_steps(dtype):
                         want = getattr(np, op)(v, axis=axis)
                     np.testing.assert_array_equal(dynshape.run(op, v, axis=axis), want,
                                                   err_msg=f"{op} L={L} row={r}")
+
+
+def test_few_work_items_are_split_by_kept_columns():
+    """One or three work items (a small kept plane: the 768 sums over axis 0 of 4096x768 are
+    one entry) are split in two by kept columns so that both threads work; more stay whole."""
+    from dynshape_kernels.cpu.reduce import PART_ALIGN, column_parts
+    assert [int(column_parts(n)) for n in (1, 2, 3, 4, 5, 15, 64)] == [2, 1, 2, 1, 1, 1, 1]
+    assert PART_ALIGN % 8 == 0      # parts start on whole float64 accumulator vectors
+    x = np.zeros((4096, 768), np.float32)
+    assert len(dynshape.explain("sum", x, axis=0).entries) == 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+@pytest.mark.parametrize("cols", [17, 33, 257, 768, 1000])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_split_work_items_give_the_whole_items_results(batch, cols, dtype):
+    """Split items (see above) reduce every kept element once, in the same order: sums equal
+    the sequential running sum bit for bit, extremes and arg-extremes find values placed on
+    either side of the split (the first column of the second part, the last column)."""
+    rng = np.random.default_rng(16)
+    rows = max(64, 40000 // cols)                           # past the serial threshold
+    x = (rng.standard_normal((batch, rows, cols)) * 1000).astype(dtype)
+    w = -(-(-(-cols // 2)) // 16) * 16                      # the second part's first column
+    for c in {0, min(w, cols - 1), cols - 1}:
+        x[:, rows // 2, c] = 10 ** 6
+        x[:, rows // 3, c] = -10 ** 6
+    acc = np.int64 if dtype == "int32" else np.float64
+    got = dynshape.run("sum", x, axis=1)
+    np.testing.assert_array_equal(got, np.cumsum(x.astype(acc), axis=1)[:, -1].astype(got.dtype))
+    for op in ("max", "min", "argmax", "argmin"):
+        np.testing.assert_array_equal(dynshape.run(op, x, axis=1), getattr(np, op)(x, axis=1),
+                                      err_msg=op)
+    if dtype == "float32":
+        x[:, 5, min(w, cols - 1)] = np.nan
+        x[:, 7, cols - 1] = np.nan
+        for op in ("max", "min"):
+            with np.errstate(invalid="ignore"):
+                want = getattr(np, op)(x, axis=1)
+            np.testing.assert_array_equal(dynshape.run(op, x, axis=1), want, err_msg=op)
