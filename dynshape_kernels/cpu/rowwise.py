@@ -87,7 +87,9 @@ def _exp_store_sum(xv, ov, m):
 
 @njit(cache=True, fastmath={"reassoc"})
 def _exp_store_sum_inplace(ov, m):
-    """_exp_store_sum(ov, ov, m) reading the one array it writes."""
+    """_exp_store_sum(ov, ov, m) reading the one array it writes. Not that call itself: its
+    two array parameters get LLVM's run-time overlap check, which sends an in-place row to
+    the scalar loop (softmax over 77x30522 in place, one thread: 6.5 ms, against 1.2 ms)."""
     s = 0.0
     for i in range(ov.shape[0]):
         e = mathfuncs.exp(load(ov[i]) - m)
