@@ -410,10 +410,12 @@ def test_split_work_items_give_the_whole_items_results(batch, cols, dtype):
     """Split items (see above) reduce every kept element once, in the same order: sums equal
     the sequential running sum bit for bit, extremes and arg-extremes find values placed on
     either side of the split (the first column of the second part, the last column)."""
+    from dynshape_kernels.cpu.reduce import PART_ALIGN
     rng = np.random.default_rng(16)
     rows = max(64, 40000 // cols)                           # past the serial threshold
     x = (rng.standard_normal((batch, rows, cols)) * 1000).astype(dtype)
-    w = -(-(-(-cols // 2)) // 16) * 16                      # the second part's first column
+    half = -(-cols // 2)                                    # ceil(cols / 2)
+    w = -(-half // PART_ALIGN) * PART_ALIGN                 # the second part's first column
     for c in {0, min(w, cols - 1), cols - 1}:
         x[:, rows // 2, c] = 10 ** 6
         x[:, rows // 3, c] = -10 ** 6
