@@ -69,6 +69,13 @@ def same_element(x, xb, o, ob):
     return x.ctypes.data + xb * x.itemsize == o.ctypes.data + ob * o.itemsize
 
 
+@njit(inline="always")
+def same_rows(x, xb, xsm, o, ob, osm):
+    """Whether the rows of ``x`` from ``x[xb]`` (row stride ``xsm``) are the output's rows
+    from ``o[ob]`` (row stride ``osm``): the same start and the same row stride."""
+    return xsm == osm and same_element(x, xb, o, ob)
+
+
 @njit(cache=True)
 def outer_offset(common, op, oi):
     """Element offset of outer (batch) index ``oi`` for operand ``op``."""
@@ -308,8 +315,8 @@ def _binary_gathered(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, v0, v1,
     581x1723 float32, one thread: 346 us through scratch copies of both operands and of
     the result, against 135 us for the transposed copy alone."""
     # an input that is the output itself (in place, see same_element) is gathered too
-    ga = asn != 1 or (asm == osm and same_element(a, ab, o, ob))
-    gb = bsn != 1 or (bsm == osm and same_element(b, bb, o, ob))
+    ga = asn != 1 or same_rows(a, ab, asm, o, ob, osm)
+    gb = bsn != 1 or same_rows(b, bb, bsm, o, ob, osm)
     sa = np.empty(t0 * t1 if ga else 0, dtype=o.dtype)
     sb = np.empty(t0 * t1 if gb else 0, dtype=o.dtype)
     if ga:
@@ -470,8 +477,8 @@ def _scalar_rows(code, a, ab, asm, asn, b, bb, bsm, o, ob, osm, k, v1):
     (or, when ``asn`` is 0, the other way round): one zip_scalar call per row."""
     # in place (the output is the unit-stride input itself, see same_element): each row is
     # copied into a scratch row first, so that no call reads the memory it writes
-    inplace = (asm == osm and same_element(a, ab, o, ob) if asn != 0
-               else bsm == osm and same_element(b, bb, o, ob))
+    inplace = (same_rows(a, ab, asm, o, ob, osm) if asn != 0
+               else same_rows(b, bb, bsm, o, ob, osm))
     row = np.empty(v1 if inplace else 0, dtype=o.dtype)
     for r in range(k):
         ar = ab + r * asm
@@ -524,7 +531,7 @@ def _short_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
     runs the whole block, else one zip_rows call."""
     # in place (the output is a itself, see same_element): a's rows are copied into the
     # scratch tile like a repeating input's, so that no call reads the memory it writes
-    ea = asn == 0 or asm == 0 or (asm == osm and same_element(a, ab, o, ob))
+    ea = asn == 0 or asm == 0 or same_rows(a, ab, asm, o, ob, osm)
     eb = bsn == 0 or bsm == 0
     rows = max(1, min(k, SHORT_BLOCK // v1))
     ta = np.empty(rows * v1 if ea else 0, dtype=o.dtype)
@@ -585,9 +592,9 @@ def _binary_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
     if v1 < SHORT_ROW and repeats and k > 1:
         _short_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1)
     elif asn == 1 and bsn == 1:
-        if asm == osm and same_element(a, ab, o, ob):       # in place: see same_element
+        if same_rows(a, ab, asm, o, ob, osm):       # in place: see same_element
             _rows_in_place(code, True, a, ab, asm, b, bb, bsm, o, ob, osm, k, v1)
-        elif bsm == osm and same_element(b, bb, o, ob):
+        elif same_rows(b, bb, bsm, o, ob, osm):
             _rows_in_place(code, False, a, ab, asm, b, bb, bsm, o, ob, osm, k, v1)
         else:
             zip_rows(code, a, ab, asm, b, bb, bsm, o, ob, osm, k, v1)

@@ -42,7 +42,7 @@ from numba import njit, prange, types
 
 from ..abi.common_area import (C_M, C_N, C_NOUTER, C_OPS, E_ANCH0, E_ANCH1, E_OFF0, E_OFF1,
                            OP_BLOCK, OP_SM, OP_SN)
-from .elementwise import SERIAL_ELEMENTS, outer_offset, resolve, same_element
+from .elementwise import SERIAL_ELEMENTS, outer_offset, resolve, same_rows
 from .switches import map_contig, zip_contig, zip_rows, zip_scalar_a, zip_scalar_b
 from .tile_copy import gather_tile, scatter_tile
 from ..abi.vocabulary import MAX, MEAN, SUM
@@ -149,17 +149,19 @@ def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, 
         # in place (the output is x itself, see elementwise.same_element): the interpreter
         # runs every step on the output, which holds x already (a first step reading x and
         # writing the output would run its scalar fallback loop)
-        inplace = xsm == osm and same_element(x, xb, o, ob)
-        first = 1 if not inplace and _first_step_from(x, o, prog, pattrs, sides, sgeo, xb,
-                                                      xsm, ob, osm, v0, v1, r0, r1) else 0
-        if first == 0 and not inplace:
-            for i in range(v0):
-                xr = xb + i * xsm
-                orow = ob + i * osm
-                dst = o[orow:orow + v1]
-                src = x[xr:xr + v1]
-                for j in range(v1):
-                    dst[j] = src[j]
+        first = 0
+        if not same_rows(x, xb, xsm, o, ob, osm):
+            if _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1,
+                                r0, r1):
+                first = 1
+            else:
+                for i in range(v0):
+                    xr = xb + i * xsm
+                    orow = ob + i * osm
+                    dst = o[orow:orow + v1]
+                    src = x[xr:xr + v1]
+                    for j in range(v1):
+                        dst[j] = src[j]
         apply_steps_range(prog, first, nsteps, pattrs, o, ob, osm, v0, v1, r0, r1, 0, sides,
                           sgeo)
         return
