@@ -422,6 +422,14 @@ def test_split_work_items_give_the_whole_items_results(batch, cols, dtype):
     acc = np.int64 if dtype == "int32" else np.float64
     got = dynshape.run("sum", x, axis=1)
     np.testing.assert_array_equal(got, np.cumsum(x.astype(acc), axis=1)[:, -1].astype(got.dtype))
+    # into every other element of a wider buffer: each part writes its columns, nothing else
+    buf = np.full((batch, 2 * cols + 3), -7, got.dtype)
+    view = buf[:, 1:2 * cols + 1:2]
+    dynshape.run("sum", x, axis=1, out=view)
+    np.testing.assert_array_equal(view, got)
+    gaps = np.ones(buf.shape, bool)
+    gaps[:, 1:2 * cols + 1:2] = False
+    assert (buf[gaps] == -7).all()
     for op in ("max", "min", "argmax", "argmin"):
         np.testing.assert_array_equal(dynshape.run(op, x, axis=1), getattr(np, op)(x, axis=1),
                                       err_msg=op)
