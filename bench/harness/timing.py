@@ -8,6 +8,14 @@ samples of ``inner`` back-to-back calls (``inner`` chosen so that a sample lasts
 ``sample_s``: perf_counter resolution and loop overhead stay out of microsecond timings)
 until the block has lasted ``block_s``. Load from other processes hits every callable
 alike, and each keeps its thread pool warm within its block, as in a serving loop.
+
+Before each block the process sleeps ``settle_s``: the previous callable's workers must
+stop spinning first, or they take cores from the next one. OpenBLAS's spin for 2**28
+cycles after each call (its default THREAD_TIMEOUT, ~70 ms at 3.7 GHz): measured on
+conv2d 3->64 7x7/2 over 225x227 (2 cores), one 512x512 NumPy matmul before each round of
+20 dynshape calls made them take 1028-1106 us instead of 552-558 us, and the benchmark's
+im2col peer (an OpenBLAS matmul, timed just before dynshape's block) had put dynshape at
+338 GFLOP/s where it runs at 440 alone.
 """
 import gc
 import statistics
@@ -40,7 +48,12 @@ def calls_per_sample(fn, sample_s, first_s=None):
     return max(1, int(sample_s / max(first_s, 1e-9)))
 
 
-def alternating(fns, blocks=5, block_s=0.05, sample_s=2e-4, warm_calls=1, first_s=None):
+#: seconds slept before each block (see the module): longer than any peer's spin-wait
+SETTLE_S = 0.1
+
+
+def alternating(fns, blocks=5, block_s=0.05, sample_s=2e-4, warm_calls=1, first_s=None,
+                settle_s=SETTLE_S):
     """``{name: Stat}`` for the callables of ``fns`` (name -> zero-argument callable), timed
     in ``blocks`` rounds of one block each, in the order given.
 
@@ -55,6 +68,8 @@ def alternating(fns, blocks=5, block_s=0.05, sample_s=2e-4, warm_calls=1, first_
         for _ in range(blocks):
             for name, fn in fns.items():
                 k = inner[name]
+                if settle_s > 0:
+                    time.sleep(settle_s)
                 for _ in range(warm_calls):
                     fn()
                 out = samples[name]
