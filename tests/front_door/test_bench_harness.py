@@ -51,7 +51,7 @@ def test_wants_bind():
 def test_alternating_runs_blocks_in_turns():
     calls = []
     fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
-    st = timing.alternating(fns, blocks=3, block_s=0, sample_s=0, warm_calls=1)
+    st = timing.alternating(fns, blocks=3, block_s=0, sample_s=0, warm_calls=1, settle_s=0)
     # calibration call each, then per block: 1 warm call + one sample of 1 call, a then b
     assert calls[:2] == ["a", "b"]
     assert calls[2:] == ["a", "a", "b", "b"] * 3
@@ -60,12 +60,26 @@ def test_alternating_runs_blocks_in_turns():
         assert 0 <= s.min <= s.median
 
 
+def test_alternating_settles_before_every_block(monkeypatch):
+    """Each block starts after a pause (the previous callable's workers stop spinning), and
+    the pause is never inside a timed sample."""
+    events = []
+    monkeypatch.setattr(timing.time, "sleep", lambda s: events.append(("sleep", s)))
+    fns = {"a": lambda: events.append("a"), "b": lambda: events.append("b")}
+    timing.alternating(fns, blocks=2, block_s=0, sample_s=0, warm_calls=1, settle_s=0.25)
+    assert events[2:] == [("sleep", 0.25), "a", "a", ("sleep", 0.25), "b", "b"] * 2
+    events.clear()
+    timing.alternating(fns, blocks=1, block_s=0, sample_s=0, warm_calls=1, settle_s=0)
+    assert ("sleep", 0) not in events and events[2:] == ["a", "a", "b", "b"]
+    assert timing.SETTLE_S >= 0.08          # longer than OpenBLAS's ~70 ms spin
+
+
 def test_alternating_sample_size_and_first_s():
     n = {"k": 0}
 
     def f():
         n["k"] += 1
-    st = timing.alternating({"f": f}, blocks=2, block_s=0, sample_s=1.0, warm_calls=0,
+    st = timing.alternating({"f": f}, blocks=2, block_s=0, sample_s=1.0, warm_calls=0, settle_s=0,
                             first_s={"f": 0.25})
     assert st["f"].inner == 4 and n["k"] == 8       # no calibration call: 2 blocks x 4
 
