@@ -113,7 +113,7 @@ class FusedExecutor(Executor):
         from dynshape.tables.fused_table import FusedTable
         prog = launch.extra["prog"]
         b0, b1 = key.bucket
-        t0, t1 = tile_shape(prog, p, b0, b1)
+        t0, t1 = tile_shape(prog, p, b0, b1, key.target)
         entries = uniform_entries(b0[0], b0[1], t0, b1[0], b1[1], t1, int(prog.steps[0, 0]))
         return FusedTable.of(launch.extra["fused"], key.dtype, key.target, key.bucket,
                              entries, (t0, t1), prog.steps, prog.pattrs, prog.tail, (p.m, p.n))

@@ -324,7 +324,10 @@ def _chunk(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides, c, 
     of ``block`` tiles (prefetch- and TLB-friendly), and the cyclic blocks balance threads
     even when the bucketed table's empty tail entries sit at its end."""
     tail = fctl[F_TAIL]
-    if tail == T_NONE or tail == T_REDUCE_ALL:
+    unit = (common[C_OPS + X_OP * OP_BLOCK + OP_SN] == 1 and common[C_OPS + OP_SN] == 1)
+    if tail == T_NONE and unit:
+        size = 0            # the chain runs in the output tile itself (_elementwise_tile)
+    elif tail == T_NONE or tail == T_REDUCE_ALL:
         size = fctl[F_T0] * fctl[F_T1]
     elif tail == T_ROWWISE:
         size = 2 * max(CHUNK, common[C_N])      # the rows, and the row op's output

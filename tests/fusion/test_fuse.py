@@ -725,6 +725,24 @@ def test_leading_gemm_runs_the_chain_as_its_epilogue():
     np.testing.assert_allclose(g(a.T, b.T), np.exp(a @ b.T), rtol=1e-12)
 
 
+def test_elementwise_tiles_hold_the_planned_number_of_elements():
+    """An elementwise chain's CPU tiles hold TILE_ELEMENTS elements (whole rows of the
+    column bucket's width when a row is shorter); a device table keeps its own size (one
+    thread block's share)."""
+    from dynshape.planning import fused as plan
+    f = dynshape.fuse([("add", "bias"), "relu"])
+    t = f.explain(np.zeros((3000, 1000), np.float32), bias=np.zeros(1000, np.float32))
+    assert t.tile == (plan.TILE_ELEMENTS // 1024, 1024)        # rows of 1000: bucket 1024
+    t = f.explain(np.zeros((4, 100000), np.float32), bias=np.zeros(100000, np.float32))
+    assert t.tile == (1, plan.TILE_ELEMENTS)
+    prog = type("P", (), {"tail": 0})()
+    p = type("Plane", (), {"strides": ((1000, 1), (1000, 1)), "m": 3000})()
+    assert plan.tile_shape(prog, p, (2048, 4096), (961, 1024), "cuda") == (
+        plan.DEVICE_TILE_ELEMENTS // 1024, 1024)
+    assert plan.tile_shape(prog, p, (2048, 4096), (961, 1024)) == (
+        plan.TILE_ELEMENTS // 1024, 1024)
+
+
 def test_a_parallel_call_allocates_scratch_only_for_chunks_with_work():
     """The parallel driver deals its work items to N_CHUNKS chunks; a chunk with no item
     must neither run nor allocate its tile scratch (three arrays), so a call over a few
