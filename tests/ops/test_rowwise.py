@@ -151,6 +151,28 @@ def test_out(driver_calls, case, kind, data):
     _close(out, expect, x.dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_long_softmax_rows_that_prefetch_the_next_row(dtype):
+    """Rows of at least AHEAD_ROW elements run their exp pass in AHEAD_BLOCK blocks while
+    prefetching the next row this thread reads (the entry's next, or the next work item's
+    first): every layout of the rows (reversed, permuted outer axes, rows with gaps, an
+    out= view with gaps, a partial last block) gives the reference."""
+    from dynshape_kernels.cpu.rowwise import AHEAD_BLOCK, AHEAD_ROW
+    rng = np.random.default_rng(5)
+    n = AHEAD_ROW + AHEAD_BLOCK + 37                   # a partial last block
+    x = (rng.standard_normal((3, 5, n)) * 4).astype(dtype)
+    wide = (rng.standard_normal((9, n + 300)) * 4).astype(dtype)
+    for v in (x, x[::-1], x[:, ::-2], x.transpose(1, 0, 2), wide[:, 100:100 + n],
+              wide[::-2, :n]):
+        _close(dynshape.run("softmax", v), ref_softmax(v, -1), dtype)
+    buf = np.full((6, n + 9), 7.0, dtype)
+    out = buf[:, 3:3 + n]
+    v = wide[:6, :n]
+    dynshape.run("softmax", v, out=out)
+    _close(out, ref_softmax(v, -1), dtype)
+    assert (buf[:, :3] == 7).all() and (buf[:, 3 + n:] == 7).all()    # gaps untouched
+
+
 def test_large_rows_and_middle_axis():
     rng = np.random.default_rng(0)
     logits = (rng.standard_normal((7, 3001)) * 5).astype(np.float32)
