@@ -133,6 +133,13 @@ def _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1, 
 
 
 @njit(inline="always")
+def _runs_in_output(common):
+    """Whether an elementwise chain runs in the output tile itself (x and the output walk
+    their rows with unit stride): then it never touches the tile buffer."""
+    return common[C_OPS + X_OP * OP_BLOCK + OP_SN] == 1 and common[C_OPS + OP_SN] == 1
+
+
+@njit(inline="always")
 def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, r1, v1, t1):
     """An elementwise chain on a v0 x v1 tile at (r0, r1): in the output tile itself when
     both x and the output walk their rows with unit stride (the first unary or constant step
@@ -145,7 +152,7 @@ def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, 
     xb = outer_offset(common, np.int64(X_OP), oi) + r0 * xsm + r1 * xsn
     ob = outer_offset(common, np.int64(0), oi) + r0 * osm + r1 * osn
     nsteps = prog.shape[0]
-    if osn == 1 and xsn == 1:
+    if _runs_in_output(common):
         # in place (the output is x itself, see elementwise.same_element): the interpreter
         # runs every step on the output, which holds x already (a first step reading x and
         # writing the output would run its scalar fallback loop)
@@ -324,9 +331,8 @@ def _chunk(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides, c, 
     of ``block`` tiles (prefetch- and TLB-friendly), and the cyclic blocks balance threads
     even when the bucketed table's empty tail entries sit at its end."""
     tail = fctl[F_TAIL]
-    unit = (common[C_OPS + X_OP * OP_BLOCK + OP_SN] == 1 and common[C_OPS + OP_SN] == 1)
-    if tail == T_NONE and unit:
-        size = 0            # the chain runs in the output tile itself (_elementwise_tile)
+    if tail == T_NONE and _runs_in_output(common):
+        size = 0            # the chain never touches the buffer (_elementwise_tile)
     elif tail == T_NONE or tail == T_REDUCE_ALL:
         size = fctl[F_T0] * fctl[F_T1]
     elif tail == T_ROWWISE:

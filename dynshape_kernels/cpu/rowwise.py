@@ -106,6 +106,7 @@ def _exp_store_sum_ahead(xv, ov, m, nx):
         c = min(AHEAD_BLOCK, n - k)
         for j in range(k, min(k + c, nx.shape[0]), step):
             prefetch(nx, j)
+        # the loop of _exp_store_sum written out: calling it per block measured 1-3% slower
         xs = xv[k:k + c]
         os = ov[k:k + c]
         for i in range(c):
@@ -478,6 +479,17 @@ def _one_contiguous_run(common, hw, hb):
 
 
 # ---- entries -------------------------------------------------------------------------------
+@njit(inline="always")
+def _entry_window(common, entries, e):
+    """Entry ``e``'s kernel (its local id) and the kept rows and columns it covers:
+    ``(local, r0, v0, r1, v1)``, first and valid count of each."""
+    local = entries[e, E_KID] - common[C_IDBASE]
+    t0, t1, _ = tile_geometry(local % N_SLOTS)
+    r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
+    r1, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
+    return local, r0, v0, r1, v1
+
+
 @njit(cache=True)
 def _first_row_x(common, entries, idx):
     """Offset in x of work item ``idx``'s first row (entry x outer index), or -1 when the
@@ -485,10 +497,7 @@ def _first_row_x(common, entries, idx):
     n_entries = entries.shape[0]
     if idx < 0 or idx >= n_entries * common[C_NOUTER]:
         return np.int64(-1)
-    e = idx % n_entries
-    t0, t1, _ = tile_geometry((entries[e, E_KID] - common[C_IDBASE]) % N_SLOTS)
-    r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
-    r1, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
+    _, r0, v0, r1, v1 = _entry_window(common, entries, idx % n_entries)
     if v0 == 0 or v1 == 0:
         return np.int64(-1)
     xb = C_OPS + X * OP_BLOCK
@@ -500,11 +509,8 @@ def _first_row_x(common, entries, idx):
 def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt):
     """Entry ``e`` at outer index ``outer``; ``nxt`` is the work item this thread runs next
     (-1: none), whose first row a long softmax row prefetches after the entry's last."""
-    local = entries[e, E_KID] - common[C_IDBASE]
+    local, r0, v0, r1, v1 = _entry_window(common, entries, e)
     code = common[C_OPBASE] + local // N_SLOTS
-    t0, t1, _ = tile_geometry(local % N_SLOTS)
-    r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
-    r1, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
     if v0 == 0 or v1 == 0:
         return
     start = np.empty(_OPERANDS, dtype=np.int64)
