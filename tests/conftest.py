@@ -5,7 +5,7 @@ import tempfile
 
 # the suite controls persistence and packages itself (tests that need them set them up)
 for _var in ("DYNSHAPE_TABLE_DIR", "DYNSHAPE_PACKAGE", "DYNSHAPE_PACKAGE_ALLOW_COMPILE",
-             "DYNSHAPE_PACKAGE_ALLOW_UNSIGNED", "DYNSHAPE_TRUSTED_KEYS"):
+             "DYNSHAPE_PACKAGE_ALLOW_UNSIGNED", "DYNSHAPE_TRUSTED_KEYS", "DYNSHAPE_STREAM_BYTES"):
     os.environ.pop(_var, None)
 
 # signing keys and the trust store of the session: never the user's configuration directory

@@ -5,11 +5,13 @@ outer index."""
 import math
 
 import numpy as np
+from dynshape_kernels.abi.common_area import S_STREAM, STORE_BLOCK
 from dynshape_kernels.abi.tail_mode import TailMode
 from dynshape_kernels.catalog import catalog_for
 
 from dynshape.planning import cost_model
 from dynshape.planning.plane import Tiling
+from dynshape.runtime import streaming
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.replay import same_operands
 from dynshape.runtime.targets import get_target
@@ -90,6 +92,10 @@ class PlaneExecutor(Executor):
     def bind(self, launch, p, table):
         offsets = [flat_view(launch.out)[1]] + [flat_view(a)[1] for a in launch.inputs]
         common = table.bind(p, offsets)
+        if launch.target == "cpu":           # the store block (abi.common_area)
+            store = np.zeros(STORE_BLOCK, dtype=np.int64)
+            store[S_STREAM] = streaming.streams(launch.out.nbytes)
+            common = np.concatenate([common, store])
         common.flags.writeable = False
         return common
 

@@ -58,6 +58,17 @@ def common_size(n_operands):
     return C_OPS + OP_BLOCK * n_operands
 
 
+# ---- store block (families "unary", "copy" and "binary" on the CPU) --------------------------
+# Appended after the operand blocks, at ``S0 = common_size(n_operands)``; a common area
+# without it (shorter) means normal stores::
+#
+#     [S0 + S_STREAM]     1: write the output with streaming stores where its rows allow
+#                         (``cpu.streaming``; the executor sets it for outputs larger than
+#                         the last-level cache), 0: normal stores
+S_STREAM = 0
+STORE_BLOCK = 1
+
+
 # ---- reduction block (families "reduce" and "rowwise") ---------------------------------------
 # Appended after the operand blocks: ``R0 = common_size(n_operands)`` is where it starts.
 # The entries tile the kept dimensions (the output plane, as above); the reduced dimensions

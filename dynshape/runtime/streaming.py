@@ -1,0 +1,75 @@
+"""When the CPU drivers write an output with streaming stores (``dynshape_kernels.cpu.streaming``).
+
+An output at least ``stream_bytes()`` long is written with streaming stores by the ops whose
+loops wait on memory (relu, abs, neg, leaky_relu, clip, copies; add, sub, mul, div, maximum,
+minimum): it skips reading each output line before writing it, a third of the memory
+traffic. A smaller output is written normally, so that it stays in cache for whatever reads
+it next. The default is the size of the machine's last-level cache (read from
+``/sys/devices/system/cpu``; 32 MiB where that is not readable); the environment variable
+``DYNSHAPE_STREAM_BYTES`` (a byte count, or ``off``) or :func:`set_stream_bytes` change it.
+"""
+import glob
+import os
+
+from dynshape.errors import SettingError
+
+#: last-level cache size assumed where the machine does not say
+DEFAULT_LLC_BYTES = 32 << 20
+ENV = "DYNSHAPE_STREAM_BYTES"
+
+_override = []
+
+
+def last_level_cache_bytes():
+    """Size of this machine's largest CPU cache (bytes), or DEFAULT_LLC_BYTES."""
+    best = 0
+    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+        digits = text[:-1] if scale != 1 else text
+        if digits.isdigit():
+            best = max(best, int(digits) * scale)
+    return best or DEFAULT_LLC_BYTES
+
+
+def _parse(value, where):
+    if isinstance(value, str):
+        if value.strip().lower() == "off":
+            return None
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise SettingError(f"{where}: expected a byte count or 'off', got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SettingError(f"{where}: expected a byte count >= 0 or 'off', got {value!r}")
+    return value
+
+
+def _from_env():
+    text = os.environ.get(ENV, "").strip()
+    return _parse(text, ENV) if text else last_level_cache_bytes()
+
+
+def set_stream_bytes(value):
+    """Outputs of at least ``value`` bytes stream; ``"off"``: none; ``None``: back to the
+    default (the environment variable, else the last-level cache size). Tables are not
+    affected: the choice is made per call (a replayed call keeps the choice it was recorded
+    with until the table cache is cleared)."""
+    _override[:] = [] if value is None else [_parse(value, "set_stream_bytes")]
+
+
+def stream_bytes():
+    """The output size (bytes) from which outputs stream, or None when none does."""
+    if _override:
+        return _override[0]
+    return _from_env()
+
+
+def streams(nbytes):
+    """Whether an output of ``nbytes`` bytes is written with streaming stores."""
+    limit = stream_bytes()
+    return limit is not None and nbytes >= limit

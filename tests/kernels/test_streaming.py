@@ -1,0 +1,147 @@
+"""Streaming stores (``cpu.streaming``): outputs at least ``stream_bytes()`` long are written
+as whole lines that skip the cache. The results must be those of normal stores, on every
+alignment of the output, with heads and tails of partial lines, and nothing outside the
+output may change. The threshold is forced to 0 here so small arrays take the path."""
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import dynshape
+from dynshape.errors import SettingError
+from dynshape.runtime import streaming
+from dynshape.runtime.plane import PLANE
+from dynshape_kernels.abi.common_area import S_STREAM, common_size
+from dynshape_kernels.cpu import elementwise
+
+
+@pytest.fixture
+def stream_all():
+    """Every output streams (threshold 0); replays recorded before are dropped."""
+    streaming.set_stream_bytes(0)
+    dynshape.clear_cache()
+    yield
+    streaming.set_stream_bytes(None)
+    dynshape.clear_cache()
+
+
+def _values(rng, shape, dtype):
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    return rng.integers(-100, 100, size=shape).astype(dtype)
+
+
+DTYPES = ("float32", "float64", "int32", "int64", "float16")
+#: copies move items of any dtype of 1, 2, 4 or 8 bytes
+COPY_DTYPES = DTYPES + ("int8", "uint16")
+
+
+@given(n=st.integers(0, 3000), start=st.integers(0, 70), dtype=st.sampled_from(COPY_DTYPES),
+       op=st.sampled_from(("relu", "clip", "copy")), seed=st.integers(0, 2**16))
+def test_unary_streaming_matches_numpy_and_stays_inside(stream_all, n, start, dtype, op, seed):
+    rng = np.random.default_rng(seed)
+    if dtype not in DTYPES:
+        op = "copy"
+    x = _values(rng, n + 3, dtype)[3:]                 # an input not at its buffer's start
+    sentinel = np.array(7, dtype=dtype)
+    buf = np.full(start + n + 19, sentinel, dtype=dtype)
+    out = buf[start:start + n]                         # every alignment of the output
+    if op == "clip":
+        dynshape.run("clip", x, out=out, min=-5, max=9)
+        ref = np.clip(x, -5, 9)
+    elif op == "relu":
+        dynshape.run("relu", x, out=out)
+        ref = np.maximum(x, 0)
+    else:
+        dynshape.run("copy", x, out=out)
+        ref = x
+    np.testing.assert_array_equal(out, ref)
+    assert (buf[:start] == sentinel).all() and (buf[start + n:] == sentinel).all()
+
+
+@given(rows=st.integers(1, 5), cols=st.integers(1, 6000), start=st.integers(0, 40),
+       gap=st.integers(0, 33), dtype=st.sampled_from(DTYPES),
+       op=st.sampled_from(("add", "sub", "mul")), bias=st.booleans(), seed=st.integers(0, 2**16))
+def test_binary_streaming_matches_numpy_and_stays_inside(stream_all, rows, cols, start, gap,
+                                                         dtype, op, bias, seed):
+    """Rows that follow each other stream as one; rows with gaps between them (an output
+    view, a bias row) stream one by one from 16 KB."""
+    rng = np.random.default_rng(seed)
+    a = _values(rng, (rows, cols), dtype)
+    b = _values(rng, (cols,) if bias else (rows, cols), dtype)
+    pitch = cols + gap
+    sentinel = np.array(5, dtype=dtype)
+    buf = np.full(start + rows * pitch + 7, sentinel, dtype=dtype)
+    out = buf[start:start + rows * pitch].reshape(rows, pitch)[:, :cols]
+    dynshape.run(op, a, b, out=out)
+    with np.errstate(over="ignore"):
+        ref = getattr(np, {"add": "add", "sub": "subtract", "mul": "multiply"}[op])(a, b)
+    np.testing.assert_array_equal(out, ref)
+    inside = np.zeros(buf.shape, dtype=bool)
+    inside[start:start + rows * pitch].reshape(rows, pitch)[:, :cols] = True
+    assert (buf[~inside] == sentinel).all()
+
+
+def test_long_rows_with_gaps_stream_row_by_row(stream_all):
+    """Rows of at least STREAM_ROW_BYTES with a gap between them in the output."""
+    rng = np.random.default_rng(1)
+    cols = elementwise.STREAM_ROW_BYTES // 4 + 37
+    a = rng.standard_normal((6, cols)).astype(np.float32)
+    bias = rng.standard_normal(cols).astype(np.float32)
+    buf = np.full((6, cols + 21), -3.0, dtype=np.float32)
+    out = buf[:, 5:5 + cols]
+    dynshape.run("add", a, bias, out=out)
+    np.testing.assert_array_equal(out, a + bias)
+    assert (buf[:, :5] == -3).all() and (buf[:, 5 + cols:] == -3).all()
+
+
+def test_in_place_calls_do_not_stream_and_stay_right(stream_all):
+    x = np.random.default_rng(2).standard_normal(5000).astype(np.float32)
+    ref = np.maximum(x, 0)
+    dynshape.run("relu", x, out=x)
+    np.testing.assert_array_equal(x, ref)
+    y = np.arange(5000, dtype=np.float32)
+    z = np.ones(5000, dtype=np.float32)
+    dynshape.run("add", y, z, out=y)
+    np.testing.assert_array_equal(y, np.arange(5000, dtype=np.float32) + 1)
+
+
+def _stream_flag(op, *arrays):
+    """The bound common area of a call and where its streaming flag is."""
+    launch = dynshape.ops.get(op).prepare(arrays, None, {})
+    geo = PLANE.geometry(launch)
+    table = PLANE.lookup(launch, geo, PLANE.key(launch, geo, "cpu"))
+    return PLANE.bind(launch, geo, table), common_size(len(arrays) + 1) + S_STREAM
+
+
+def test_the_executor_asks_for_streaming_from_the_threshold():
+    x = np.ones((64, 64), dtype=np.float32)              # 16 KB
+    try:
+        streaming.set_stream_bytes(16384)
+        common, at = _stream_flag("relu", x)
+        assert common[at] == 1
+        streaming.set_stream_bytes(16385)
+        common, at = _stream_flag("relu", x)
+        assert common[at] == 0
+        streaming.set_stream_bytes("off")
+        common, at = _stream_flag("add", x, x)
+        assert common[at] == 0 and streaming.stream_bytes() is None
+    finally:
+        streaming.set_stream_bytes(None)
+
+
+def test_threshold_settings(monkeypatch):
+    monkeypatch.setenv(streaming.ENV, "12345")
+    assert streaming.stream_bytes() == 12345 and streaming.streams(12345)
+    assert not streaming.streams(12344)
+    monkeypatch.setenv(streaming.ENV, "off")
+    assert streaming.stream_bytes() is None and not streaming.streams(1 << 40)
+    monkeypatch.setenv(streaming.ENV, "lots")
+    with pytest.raises(SettingError, match="DYNSHAPE_STREAM_BYTES.*byte count"):
+        streaming.stream_bytes()
+    monkeypatch.delenv(streaming.ENV)
+    assert streaming.stream_bytes() == streaming.last_level_cache_bytes() > 0
+    for bad in (-1, 1.5, True, "x"):
+        with pytest.raises(SettingError, match="set_stream_bytes"):
+            streaming.set_stream_bytes(bad)
+    assert streaming.stream_bytes() == streaming.last_level_cache_bytes()
