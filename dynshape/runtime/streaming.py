@@ -1,9 +1,9 @@
 """When the CPU drivers write an output with streaming stores (``dynshape_kernels.cpu.streaming``).
 
-An output at least ``stream_bytes()`` long is written with streaming stores by the ops whose
-loops wait on memory (relu, abs, neg, leaky_relu, clip, copies; add, sub, mul, div, maximum,
-minimum): it skips reading each output line before writing it, a third of the memory
-traffic. A smaller output is written normally, so that it stays in cache for whatever reads
+An output at least ``stream_bytes()`` long is written with streaming stores by the commonest
+ops whose loops wait on memory (relu, clip and copies; add, sub and mul: ``STREAM_UNARY``
+and ``STREAM_BINARY`` in ``dynshape_kernels.cpu.switches``): it skips reading each output
+line before writing it, a third of the memory traffic. A smaller output is written normally, so that it stays in cache for whatever reads
 it next. The default is the size of the machine's last-level cache (read from
 ``/sys/devices/system/cpu``; 32 MiB where that is not readable); the environment variable
 ``DYNSHAPE_STREAM_BYTES`` (a byte count, or ``off``) or :func:`set_stream_bytes` change it.

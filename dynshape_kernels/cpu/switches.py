@@ -76,9 +76,9 @@ STREAM_SWITCHES = {
                    ("as_ = av[s:s + w]", "bs = bv[s:s + w]")),
 }
 #: the ops a streaming switch runs: the commonest of the cheap ones, whose loops wait on
-#: memory (an exp or a tanh computes long enough per line for the caches to keep up); each
-#: op more costs compile time (these six: +1.3 s for the float32 unary driver, +1.1 s for
-#: the binary one)
+#: memory (an exp or a tanh computes long enough per line for the caches to keep up); the
+#: streaming paths cost compile time (float32 drivers, these three ops each: unary +1.0 s,
+#: binary +0.8 s; with abs, neg, leaky_relu, div, maximum and minimum too: +1.3 s, +1.1 s)
 STREAM_UNARY = frozenset({RELU, CLIP, IDENTITY})
 STREAM_BINARY = frozenset({ADD, SUB, MUL})
 
