@@ -20,6 +20,7 @@ import numpy as np
 from dynshape_kernels.catalog import CATALOG
 
 from dynshape.errors import SettingError
+from dynshape.ops.elementwise import copy_driver
 
 
 def driver_families():
@@ -47,10 +48,13 @@ def plan(families=None, dtypes=None):
             except TypeError:
                 raise SettingError(f"unknown dtype {dt!r}; accepted: "
                                    f"{', '.join(sorted(set(sum(known.values(), ()))))}") from None
-            # copies move bytes: one driver per item size
-            name = f"uint{8 * np_dt.itemsize}" if fam == "copy" else name
-            if name in known[fam] and (fam, name) not in pairs:
-                pairs.append((fam, name))
+            # copies move bytes: one driver per item size (items of 4 and 8 bytes on the
+            # unary family's float driver of that size: ops.elementwise.copy_driver)
+            use = fam
+            if fam == "copy" and f"uint{8 * np_dt.itemsize}" in known[fam]:
+                use, name = copy_driver(np_dt.itemsize)
+            if name in known.get(use, ()) and (use, name) not in pairs:
+                pairs.append((use, name))
     if dtypes and not pairs:
         raise SettingError(f"no driver of {', '.join(families or known)} is built for "
                            f"{', '.join(map(str, dtypes))}; accepted: " +

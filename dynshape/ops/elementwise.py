@@ -131,6 +131,21 @@ class UnarySpec(OpSpec):
         return Launch(self.family, op, name, out, [x], out, op_attrs, not alias)
 
 
+#: items of 4 and 8 bytes are copied on the CPU by the unary family's float driver of that
+#: size (its copy op moves the bits: loads and stores, no arithmetic, NaN payloads kept), so
+#: no separate driver is compiled for them (the copy family's uint32 driver took 5.5 s of
+#: the demo's first run); 1- and 2-byte items use the copy family (the float16 unary
+#: driver widens to float32, which would quiet signalling NaNs)
+ITEMS_AS_FLOAT = {4: np.dtype(np.float32), 8: np.dtype(np.float64)}
+
+
+def copy_driver(itemsize):
+    """``(family, dtype)`` of the CPU driver that copies items of ``itemsize`` bytes."""
+    if itemsize in ITEMS_AS_FLOAT:
+        return "unary", ITEMS_AS_FLOAT[itemsize].name
+    return "copy", f"uint{8 * itemsize}"
+
+
 class CopySpec(OpSpec):
     """copy: materialise any strided view; transpose: materialise a permutation of axes."""
     family = "copy"
@@ -155,11 +170,14 @@ class CopySpec(OpSpec):
                              f"non-object dtype of 1, 2, 4 or 8 bytes")
         out = _output(self.name, out, x.shape, x.dtype)
         read, alias = _unalias(out, x)
-        u = np.dtype(f"uint{8 * x.itemsize}")
-        # The driver moves unsigned items through views of the caller's memory: a replay can
-        # make the same views of later arrays (not when the input had to be copied first).
+        family, u = "copy", np.dtype(f"uint{8 * x.itemsize}")
+        if device_active() is None:
+            family, name = copy_driver(x.itemsize)
+            u = np.dtype(name)
+        # The driver moves the items through views of the caller's memory: a replay can make
+        # the same views of later arrays (not when the input had to be copied first).
         same_memory = read is x and x.ndim > 0
-        return Launch("copy", "copy", u.name, out.view(u) if out.ndim else out.reshape(1).view(u),
+        return Launch(family, "copy", u.name, out.view(u) if out.ndim else out.reshape(1).view(u),
                       [read.view(u) if read.ndim else read.reshape(1).view(u)], out,
                       fattrs=np.zeros(2, dtype=u), overlap_ok=True,
                       extra={"reinterpreted": same_memory})

@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from dynshape.ops.elementwise import copy_driver
 from dynshape.packages import load as package
 
 from dynshape.packages import signing, trial
@@ -98,6 +99,8 @@ def plan(families=None, dtypes=None, targets=TARGETS):
             d = _family_dtype(fam_dtypes, _dtype_name(dt))
             if d is None:
                 notes.append(f"{fam}/{dt}: not a dtype of {fam} ({', '.join(fam_dtypes)})")
+            elif fam == "copy" and spec is not None and spec.target == "cpu":
+                pairs.add(copy_driver(np.dtype(d).itemsize))   # the driver copies run on
             else:
                 pairs.add((fam, d))
     if not pairs:

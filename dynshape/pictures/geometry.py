@@ -242,7 +242,7 @@ def _plane_family(table, call):
         st = [_user_strides(shape, a) for a in [launch.out] + list(launch.inputs)]
         notes.append("operand strides in elements over " + _dims(shape) + " (0: broadcast): "
                      + "; ".join(f"{n} {s}" for n, s in zip(names, st)))
-    if launch.family == "copy" and call.dtype != table.dtype:
+    if launch.op == "copy":
         notes.append(f"copy {call.dtype} (moves {np.dtype(call.dtype).itemsize}-byte items: "
                      f"{table.dtype} kernels)")
     return _geom(table, call, shape, tuple(range(len(shape))), p, rows, notes)

@@ -101,9 +101,13 @@ def test_warm_reports_progress_per_driver():
 
 
 def test_warm_plan_dedupes_copy_item_sizes():
+    """Copies of 4- and 8-byte items run on the unary float driver of that size, the others
+    on the copy family's driver of their item size."""
     from dynshape.warming import plan
-    assert plan(["copy"], ["float32", "int32", "float64"]) == [("copy", "uint32"),
-                                                               ("copy", "uint64")]
+    assert plan(["copy"], ["float32", "int32", "float64"]) == [("unary", "float32"),
+                                                               ("unary", "float64")]
+    assert plan(["copy"], ["int8", "float16", "bfloat16", "uint16"]) == [("copy", "uint8"),
+                                                                         ("copy", "uint16")]
 
 
 def _simulate_warming(pairs, children):
@@ -137,6 +141,7 @@ def test_parallel_warming_runs_each_step_interpreter_once_before_its_drivers():
     from dynshape.warming import STEPS, _jobs, plan
     from dynshape_kernels import drivers
     demo = plan(["conv", "matmul", "unary", "binary", "copy", "pool"], ["float32"])
+    assert ("copy", "uint32") not in demo and ("unary", "float32") in demo   # 4-byte copies
     for pairs in (demo, plan()):
         jobs = _jobs(pairs)
         assert sorted(j for j in jobs if j[0] != STEPS) == sorted(pairs)
@@ -151,8 +156,8 @@ def test_parallel_warming_runs_each_step_interpreter_once_before_its_drivers():
             for s2, e2, other in runs:
                 if other != job and s2 < stop and start < e2:    # they overlap in time
                     assert not jobs[job][0] & jobs[other][0], (job, other)
-        copy = next(j for j in jobs if j[0] == "copy")
-        assert jobs[("unary", "float32")][0] & jobs[copy][0]           # one function
+        for copy in (j for j in jobs if j[0] == "copy"):
+            assert jobs[("unary", "float32")][0] & jobs[copy][0]       # one function
         if pairs is demo:
             # the interpreter no longer ties conv and matmul to one child (that fixed split
             # ended at 28 of a total 50): the demo ends within 2 s of half the total

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import dynshape
 from dynshape import testing
+from dynshape.runtime import streaming
 
 from oracles import UNARY_REF, check, gelu_tanh_ref, ulps  # noqa: E402
 
@@ -254,6 +255,37 @@ def test_copy_any_small_dtype(dtype):
     out2 = np.full((3, 4, 3), 7, dtype).transpose(2, 1, 0)
     dynshape.run("transpose", x, out=out2)
     np.testing.assert_array_equal(out2, x.T)
+
+
+@pytest.mark.parametrize("bits", [np.uint32, np.uint64])
+@pytest.mark.parametrize("as_dtype", ["float", "int", "uint"])
+def test_copies_of_4_and_8_byte_items_keep_every_bit(bits, as_dtype):
+    """4- and 8-byte items are copied by the float driver of that size: every bit pattern
+    comes back unchanged (signalling and payload NaNs, subnormals, -0), contiguous,
+    reversed, transposed and into a strided out= view, and through streaming stores."""
+    rng = np.random.default_rng(3)
+    n = 4099
+    raw = rng.integers(0, np.iinfo(bits).max, size=n, dtype=bits, endpoint=True)
+    size = np.dtype(bits).itemsize
+    special = {4: [0x7F800001, 0xFFA00001, 0x7FC12345, 0x00000001, 0x80000000, 0x807FFFFF],
+               8: [0x7FF0000000000001, 0xFFF4000000000001, 0x7FF8123456789ABC, 1,
+                   0x8000000000000000, 0x800FFFFFFFFFFFFF]}[size]
+    raw[:len(special)] = special
+    x = raw.view({"float": f"float{8 * size}", "int": f"int{8 * size}", "uint": bits}[as_dtype])
+    try:
+        for stream in (None, 0):
+            streaming.set_stream_bytes(stream)
+            dynshape.clear_cache()
+            for v in (x, x[::-1], x[1:].reshape(-1, 2)[:, ::-1]):
+                assert dynshape.run("copy", v).tobytes() == np.ascontiguousarray(v).tobytes()
+            m = x[:4096].reshape(64, 64)
+            assert dynshape.run("transpose", m).tobytes() == np.ascontiguousarray(m.T).tobytes()
+            out = np.zeros((64, 128), x.dtype)[:, ::2]
+            dynshape.run("copy", m, out=out)
+            assert out.tobytes() == m.tobytes()
+    finally:
+        streaming.set_stream_bytes(None)
+        dynshape.clear_cache()
 
 
 def test_large_odd_shapes():

@@ -24,7 +24,7 @@ from dynshape.errors import ArgumentError
 from dynshape_kernels import cache_locator, drivers
 from dynshape_kernels.cpu import elementwise
 
-PAIRS = ["unary/float32", "copy/uint32"]
+PAIRS = ["unary/float32", "copy/uint16"]
 
 
 def _python(script, env_extra, cache_dir, *args, pythonpath=None):
@@ -45,12 +45,13 @@ def _python(script, env_extra, cache_dir, *args, pythonpath=None):
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory):
-    """One package (unary + copy, float32) built and signed (with the session's own key)
+    """One package (unary float32, copy of 2-byte items) built and signed (with the session's own key)
     through the command line, reusing the session's Numba cache; returns (path, completed
     process)."""
     out = tmp_path_factory.mktemp("pkg") / "kernels"
     r = subprocess.run([sys.executable, "-m", "dynshape", "pregenerate", "--family", "unary",
-                        "--family", "copy", "--dtype", "float32", "--out", str(out)],
+                        "--family", "copy", "--dtype", "float32", "--dtype", "uint16",
+                        "--out", str(out)],
                        capture_output=True, text=True, env=dict(os.environ))
     assert r.returncode == 0, r.stderr
     return out, r
@@ -94,10 +95,10 @@ def _a_data_file(path):
 
 def test_the_command_line_shows_progress_and_a_summary(built):
     out, r = built
-    assert "[###############...............] 1/2 copy/uint32" in r.stderr
+    assert "[###############...............] 1/2 copy/uint16" in r.stderr
     assert "[##############################] 2/2 unary/float32" in r.stderr
     assert f"kernel package {out}" in r.stderr
-    assert "drivers    2: copy/uint32, unary/float32" in r.stderr
+    assert "drivers    2: copy/uint16, unary/float32" in r.stderr
     assert "at import  1: dynshape.planning.plane.uniform_entries" in r.stderr
     assert "by address 1: dynshape_kernels.cpu.elementwise._unary_run" in r.stderr
     assert "0 compilations" in r.stderr
@@ -105,7 +106,7 @@ def test_the_command_line_shows_progress_and_a_summary(built):
     assert f"signed     by {own.describe()}, key {signing.own_key_path()}" in r.stderr
     m = package.verify(str(out))
     assert {(d["family"], d["dtype"]) for d in m["drivers"]} == {("unary", "float32"),
-                                                                 ("copy", "uint32")}
+                                                                 ("copy", "uint16")}
     unary = [d for d in m["drivers"] if d["family"] == "unary"][0]
     base = dynshape.CATALOG.family_base("unary", "float32")
     spec = dynshape.CATALOG.families["unary"]
@@ -123,7 +124,7 @@ def test_the_package_holds_exactly_the_chosen_entries(built):
     import pickle
     m = package.verify(str(built[0]))
     idx = [r for r in m["indexes"] if "unary_driver" in r]
-    assert len(idx) == 1 and m["indexes"][idx[0]]["entries"] == 2   # unary f32 + copy u32
+    assert len(idx) == 1 and m["indexes"][idx[0]]["entries"] == 2   # unary f32 + copy u16
     with open(built[0] / idx[0], "rb") as f:
         pickle.load(f)                                  # numba version
         stamp, overloads = pickle.loads(f.read())
@@ -151,7 +152,7 @@ def test_plan_names_bfloat16_without_the_optional_ml_dtypes_imported():
 
 def test_plan_takes_families_from_the_catalog_and_the_driver_registry():
     pairs, notes = pregenerate.plan(["copy", "rowwise"], ["float32", "int32"])
-    assert pairs == [("copy", "uint32"), ("rowwise", "float32")]
+    assert pairs == [("rowwise", "float32"), ("unary", "float32")]   # 4-byte copies: unary
     assert any(n.startswith("rowwise/int32") for n in notes)
     everything, notes = pregenerate.plan()
     fams = {f for f, _ in everything}

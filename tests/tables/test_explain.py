@@ -112,7 +112,7 @@ def test_transposed_copy_is_explained(how, capsys):
         assert cli.main(["explain", "copy", "517x1531", *opt, "--limit", "0"]) == 0
         text = capsys.readouterr().out
         t = dynshape.last_table()
-    assert "copy float32 (moves 4-byte items: uint32 kernels)" in text
+    assert "copy float32 (moves 4-byte items: float32 kernels)" in text
     assert "input 0 (1, 517)" in text and "not coalesced" in text
     geo = call_geometry(t)
     assert geo.grid == (517, 1531)
