@@ -100,7 +100,8 @@ def plan(families=None, dtypes=None, targets=TARGETS):
             if d is None:
                 notes.append(f"{fam}/{dt}: not a dtype of {fam} ({', '.join(fam_dtypes)})")
             elif fam == "copy" and spec is not None and spec.target == "cpu":
-                pairs.add(copy_driver(np.dtype(d).itemsize))   # the driver copies run on
+                # the CPU driver these copies run on (4- and 8-byte items: a unary one)
+                pairs.add(copy_driver(np.dtype(d).itemsize))
             else:
                 pairs.add((fam, d))
     if not pairs:
