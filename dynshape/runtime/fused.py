@@ -13,6 +13,7 @@ from dynshape_kernels.abi.vocabulary import REDUCE_OPS
 from dynshape.planning.fused import tile_shape
 from dynshape.planning.plane import uniform_entries
 from dynshape.errors import DtypeError
+from dynshape.runtime import streaming
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.targets import get_target
 from dynshape.runtime.layout import (broadcast_strides, check_outer, coalesce,
@@ -130,6 +131,7 @@ class FusedExecutor(Executor):
         fctl[kfused.F_SPLIT] = prog.split
         fctl[kfused.F_EPS] = prog.eps_at
         fctl[kfused.F_NSIDES] = len(launch.inputs) - 1
+        fctl[kfused.F_STREAM] = launch.target == "cpu" and streaming.streams(launch.out.nbytes)
         fctl.flags.writeable = False
         return common, fctl
 

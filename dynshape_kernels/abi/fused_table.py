@@ -2,11 +2,12 @@
 
 A fused table's control block ``ctrl`` (int64, F_SIZE) holds the tile shape, the tail kind
 (none, a row-wise op, a reduction over rows or over everything), its op code, the step index
-where the tail starts, the epsilon slot and the number of side inputs.
+where the tail starts, the epsilon slot, the number of side inputs, and whether the output
+is written with streaming stores (``F_STREAM``, the CPU: see ``cpu.streaming``).
 """
 T_NONE, T_ROWWISE, T_REDUCE_ROWS, T_REDUCE_ALL = range(4)
-F_T0, F_T1, F_TAIL, F_TCODE, F_SPLIT, F_EPS, F_NSIDES = range(7)
-F_SIZE = 7
+F_T0, F_T1, F_TAIL, F_TCODE, F_SPLIT, F_EPS, F_NSIDES, F_STREAM = range(8)
+F_SIZE = 8
 #: columns of a tile row: a float32 row of 4096 is 16 KB, so a tile stays in L1/L2 while
 #: every step of the chain runs over it
 CHUNK = 4096

@@ -42,10 +42,12 @@ from numba import njit, prange, types
 
 from ..abi.common_area import (C_M, C_N, C_NOUTER, C_OPS, E_ANCH0, E_ANCH1, E_OFF0, E_OFF1,
                            OP_BLOCK, OP_SM, OP_SN)
-from .elementwise import SERIAL_ELEMENTS, outer_offset, resolve, same_rows
-from .switches import map_contig, zip_contig, zip_rows, zip_scalar_a, zip_scalar_b
+from .elementwise import STREAM_MIN_BLOCKS, SERIAL_ELEMENTS, outer_offset, resolve, same_rows
+from .streaming import BLOCK_BYTES, line_gap, store_fence
+from .switches import (STREAM_BINARY, map_contig, zip_contig, zip_relu_period_stream, zip_rows,
+                       zip_scalar_a, zip_scalar_b)
 from .tile_copy import gather_tile, scatter_tile
-from ..abi.vocabulary import MAX, MEAN, SUM
+from ..abi.vocabulary import MAX, MEAN, RELU, SUM
 from .fused_tail import _partials, _reduce_block, _row_op, _store_sum, _sum_zero
 from .half import compute_empty, load, store
 from .reduce_runs import LW, N_CHUNKS, chunk_start, nan_max, nan_min
@@ -56,7 +58,7 @@ from .borrowed import borrowed
 from .steps import (G_COL, G_OFF, G_ROW, K_CONST_L, K_CONST_R, K_SIDE_R, K_UNARY, MAX_SIDES,
                     P_ATTR, P_CODE, P_KIND, P_SIDE, apply_steps_range)
 
-from ..abi.fused_table import (CHUNK, F_EPS, F_NSIDES, F_SIZE, F_SPLIT, F_T0,  # noqa: F401
+from ..abi.fused_table import (CHUNK, F_EPS, F_NSIDES, F_SIZE, F_SPLIT, F_STREAM, F_T0,  # noqa: F401
                                F_T1, F_TAIL, F_TCODE, FUSED_DTYPES, T_NONE, T_REDUCE_ALL,
                                T_REDUCE_ROWS, T_ROWWISE)
 # work items per block of the parallel distribution (see _chunk)
@@ -132,6 +134,43 @@ def _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1, 
     return True
 
 
+# binary op codes whose "x op side, then relu" chains stream in one loop (_bias_relu_stream)
+_STREAMS_BINARY = np.array([c in STREAM_BINARY for c in range(64)])
+
+
+@njit(inline="always")
+def _bias_relu_stream(x, o, prog, sides, sgeo, xb, xsm, ob, osm, v0, v1, r0, r1):
+    """A two-step chain ``x op side`` (add, sub or mul; the side a bias row, or laid out as
+    the tile) then relu over a tile of rows that follow each other in x and the output,
+    writing the output with streaming stores in ONE loop (``zip_relu_period_stream``):
+    the interpreter's two passes (the first one memory-bound, the second computing from
+    cache) do not overlap memory with compute, and the first pass reads every output line
+    before writing it. False (nothing done) for any other chain or layout."""
+    if (prog.shape[0] != 2 or prog[0, P_KIND] != K_SIDE_R or prog[1, P_KIND] != K_UNARY
+            or prog[1, P_CODE] != RELU or not _STREAMS_BINARY[prog[0, P_CODE]]
+            or xsm != v1 or osm != v1):
+        return False
+    si = prog[0, P_SIDE]
+    rs = sgeo[si, G_ROW]
+    if sgeo[si, G_COL] != 1 or (rs != 0 and rs != v1):
+        return False
+    n = v0 * v1
+    ov = o[ob:ob + n]
+    w = BLOCK_BYTES // o.itemsize
+    p = v1 if rs == 0 else n
+    g = line_gap(ov, 0)
+    if g < 0 or p < w or n < g + STREAM_MIN_BLOCKS * w:
+        return False
+    buf = np.empty(w, dtype=o.dtype)
+    # buf borrowed (held here): the switch slices it per block, and a view of a counted
+    # array costs two atomics (52% of the time in NRT_incref/decref with the count)
+    zip_relu_period_stream(prog[0, P_CODE], x[xb:xb + n], sides[si],
+                           sgeo[si, G_OFF] + r0 * rs + r1, p, ov, g, g + (n - g) // w * w, n,
+                           borrowed(buf))
+    store_fence()
+    return True
+
+
 @njit(inline="always")
 def _runs_in_output(common):
     """Whether an elementwise chain runs in the output tile itself (x and the output walk
@@ -140,7 +179,8 @@ def _runs_in_output(common):
 
 
 @njit(inline="always")
-def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, r1, v1, t1):
+def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, r1, v1, t1,
+                      stream):
     """An elementwise chain on a v0 x v1 tile at (r0, r1): in the output tile itself when
     both x and the output walk their rows with unit stride (the first unary or constant step
     reads x directly), else gathered into ``buf`` and scattered back."""
@@ -158,6 +198,9 @@ def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, 
         # writing the output would run its scalar fallback loop)
         first = 0
         if not same_rows(x, xb, xsm, o, ob, osm):
+            if stream and _bias_relu_stream(x, o, prog, sides, sgeo, xb, xsm, ob, osm, v0, v1,
+                                            r0, r1):
+                return
             if _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1,
                                 r0, r1):
                 first = 1
@@ -311,7 +354,8 @@ def _work_item(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides,
     _side_geometry(common, oi, fctl[F_NSIDES], sgeo)
     tail = fctl[F_TAIL]
     if tail == T_NONE:
-        _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, r1, v1, t1)
+        _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, r1, v1, t1,
+                          fctl[F_STREAM] != 0)
     elif tail == T_REDUCE_ALL:
         a, ex = _reduce_all_tile(x, common, prog, pattrs, fctl, sides, sgeo, buf, lanes, oi,
                                  r0, v0, r1, v1, t1)

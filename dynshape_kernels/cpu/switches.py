@@ -75,6 +75,16 @@ STREAM_SWITCHES = {
     "zip_stream": ("code, av, bv, ov, h, e, buf", ("a", "b"), ("as_[i]", "bs[i]"),
                    ("as_ = av[s:s + w]", "bs = bv[s:s + w]")),
 }
+#: relu(a op b) streaming where ``b`` repeats with period ``p`` (a bias row added to each of
+#: the rows of ``av``, which follow each other, as do the output's; the fused bias + relu):
+#: element i of ``av`` and ``ov`` pairs with ``bv[bo + i % p]``; blocks ``[h, e)`` stream
+#: (``ov[h]`` starts a line), ``[0, h)`` and ``[e, n)`` store normally. Needs
+#: ``p >= buf.size`` (a block crosses at most one row end) and ``buf`` without a reference
+#: count (``borrowed``: it is sliced per block).
+STREAM_PERIOD_SWITCHES = {
+    "zip_relu_period_stream": "code, av, bv, bo, p, ov, h, e, n, buf",
+}
+
 #: the ops a streaming switch runs: the commonest of the cheap ones, whose loops wait on
 #: memory (an exp or a tanh computes long enough per line for the caches to keep up); the
 #: streaming paths cost compile time (float32 drivers, these three ops each: unary +1.0 s,
@@ -119,6 +129,41 @@ def _stream_body(views, loads, narrow):
     return body
 
 
+def _stream_period_body(loads, narrow):
+    """Lines of one op of the periodic streaming switch: the head, the blocks (in two
+    pieces when one crosses a row end) and the tail."""
+    loads = [ln.strip() for ln in loads]                  # "a_ = (ar[i])", "b_ = (br[i])"
+
+    def loop(head, a, b, target, put, pad):
+        body = [ln.replace("ar[i]", a).replace("br[i]", b) for ln in loads]
+        return [pad + head, *(pad + "    " + ln for ln in body), f"{pad}    {target} = {put}"]
+
+    def one(result):
+        put = f"{narrow}({result})"
+        return [*loop("for j in range(h):", "av[j]", "bv[bo + j % p]", "ov[j]", put, ""),
+                "c = h % p",
+                "for s in range(h, e, w):",
+                "    k = min(w, p - c)",
+                "    as_ = av[s:s + k]",
+                "    bs = bv[bo + c:bo + c + k]",
+                "    bk = buf[:k]",
+                *loop("for i in range(k):", "as_[i]", "bs[i]", "bk[i]", put, "    "),
+                "    if k < w:",
+                "        as_ = av[s + k:s + w]",
+                "        bs = bv[bo:bo + w - k]",
+                "        bk = buf[k:]",
+                *loop("for i in range(w - k):", "as_[i]", "bs[i]", "bk[i]", put, "        "),
+                "    stream_block(buf, ov, s)",
+                "    c += w",
+                "    if c >= p:",
+                "        c -= p",
+                *loop("for j in range(e, n):", "av[j]", "bv[bo + j % p]", "ov[j]", put, "")]
+
+    def body(expr):
+        return one(f"relu({renamed(expr)})")
+    return body
+
+
 def generated_source(kind):
     """The Python source of every CPU switch for one kind of element type (``KINDS``)."""
     integer = kind == "integer"
@@ -139,6 +184,11 @@ def generated_source(kind):
                  if c[0] in (STREAM_UNARY if len(names) == 1 else STREAM_BINARY)]
         _, loads, _ = _parts(kind, names, sources, "buf[i]")
         body = _stream_body(views, loads, KINDS[kind][1])
+        parts.append(switch_source(name, params, cases, body, ["w = buf.size"]))
+    for name, params in STREAM_PERIOD_SWITCHES.items():
+        cases = [c for c in binary if c[0] in STREAM_BINARY]
+        _, loads, _ = _parts(kind, "ab", ["ar[i]", "br[i]"], "buf[i]")
+        body = _stream_period_body(loads, KINDS[kind][1])
         parts.append(switch_source(name, params, cases, body, ["w = buf.size"]))
     return "\n\n".join(parts)
 
@@ -178,5 +228,8 @@ def _declare(name, params):
 for _name, _spec in {**UNARY_SWITCHES, **BINARY_SWITCHES, **ROW_SWITCHES,
                      **STREAM_SWITCHES}.items():
     globals()[_name] = _declare(_name, _spec[0])
+for _name, _params in STREAM_PERIOD_SWITCHES.items():
+    globals()[_name] = _declare(_name, _params)
 
-__all__ = sorted({**UNARY_SWITCHES, **BINARY_SWITCHES, **ROW_SWITCHES, **STREAM_SWITCHES})
+__all__ = sorted({**UNARY_SWITCHES, **BINARY_SWITCHES, **ROW_SWITCHES, **STREAM_SWITCHES,
+                  **STREAM_PERIOD_SWITCHES})

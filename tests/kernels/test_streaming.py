@@ -145,3 +145,54 @@ def test_threshold_settings(monkeypatch):
         with pytest.raises(SettingError, match="set_stream_bytes"):
             streaming.set_stream_bytes(bad)
     assert streaming.stream_bytes() == streaming.last_level_cache_bytes()
+
+
+FUSED = ("float32", "float64", "float16")
+
+
+@given(rows=st.integers(1, 12), cols=st.integers(1, 2100), start=st.integers(0, 40),
+       dtype=st.sampled_from(FUSED), op=st.sampled_from(("add", "sub", "mul")),
+       bias=st.booleans(), seed=st.integers(0, 2**16))
+def test_fused_side_then_relu_streams_as_the_interpreter_computes(stream_all, rows, cols, start,
+                                                                  dtype, op, bias, seed):
+    """``x op side, then relu`` (the fused bias + relu) runs as one streaming loop over rows
+    that follow each other: bit for bit the interpreter's result (normal stores), every
+    output alignment, the memory around the output untouched."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, cols)).astype(dtype)
+    side = rng.standard_normal((cols,) if bias else (rows, cols)).astype(dtype)
+    f = dynshape.fuse([(op, "side"), "relu"])
+    streaming.set_stream_bytes(0)          # every example (the fixture runs once per test)
+    dynshape.clear_cache()
+    sentinel = np.array(9, dtype=dtype)
+    buf = np.full(start + rows * cols + 11, sentinel, dtype=dtype)
+    out = buf[start:start + rows * cols].reshape(rows, cols)
+    f(x, side=side, out=out)
+    streaming.set_stream_bytes("off")
+    dynshape.clear_cache()
+    want = f(x, side=side)
+    np.testing.assert_array_equal(out, want)
+    with np.errstate(over="ignore"):
+        ref = np.maximum(getattr(np, {"add": "add", "sub": "subtract", "mul": "multiply"}[op])(
+            x, side), 0)
+    np.testing.assert_array_equal(out, ref)
+    assert (buf[:start] == sentinel).all() and (buf[start + rows * cols:] == sentinel).all()
+
+
+def test_other_fused_chains_and_layouts_keep_the_interpreter(stream_all):
+    """Chains that are not ``x op side, then relu`` (another activation, three steps, the
+    side first), and output rows with gaps, run as before under streaming."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((50, 700)).astype(np.float32)
+    b = rng.standard_normal(700).astype(np.float32)
+    for chain, ref in (([("add", "b"), "sigmoid"], 1 / (1 + np.exp(-(x + b)))),
+                       ([("add", "b"), "relu", ("mul", 2.0)], np.maximum(x + b, 0) * 2),
+                       ([("sub", "b"), "abs"], np.abs(x - b))):
+        np.testing.assert_allclose(dynshape.fuse(chain)(x, b=b), ref, rtol=2e-6, atol=1e-7)
+    buf = np.full((50, 720), -1.0, np.float32)
+    dynshape.fuse([("add", "b"), "relu"])(x, b=b, out=buf[:, 10:710])
+    np.testing.assert_array_equal(buf[:, 10:710], np.maximum(x + b, 0))
+    assert (buf[:, :10] == -1).all() and (buf[:, 710:] == -1).all()
+    y = x.copy()                                      # in place: the output is x itself
+    dynshape.fuse([("add", "b"), "relu"])(y, b=b, out=y)
+    np.testing.assert_array_equal(y, np.maximum(x + b, 0))
