@@ -31,6 +31,11 @@ computes in float32 and rounds (the generated switches of its kind), exactly as 
 one by one; the tails load and store through ``half.load``/``half.store``, so a fused chain
 gives bit for bit what its ops give unfused.
 
+Streaming (``cpu.streaming``): when the control block's F_STREAM is set (an output larger
+than the last-level cache), the chain ``x op side, then relu`` (add, sub, mul) over rows that
+follow each other runs as one loop that stores whole output lines streaming
+(:func:`_bias_relu_stream`); every other chain runs through the interpreter as above.
+
 Compile time: Numba optimizes and generates the code of a separately compiled function
 again in every caller up to the driver (each caller links its callees' code), so the
 helpers called from one place (the tile functions, ``_work_item``) are inlined at Numba's
