@@ -131,7 +131,7 @@ class FusedExecutor(Executor):
         fctl[kfused.F_SPLIT] = prog.split
         fctl[kfused.F_EPS] = prog.eps_at
         fctl[kfused.F_NSIDES] = len(launch.inputs) - 1
-        fctl[kfused.F_STREAM] = launch.target == "cpu" and streaming.streams(launch.out.nbytes)
+        fctl[kfused.F_STREAM] = streaming.launch_streams(launch)
         fctl.flags.writeable = False
         return common, fctl
 

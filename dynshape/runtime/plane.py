@@ -94,7 +94,7 @@ class PlaneExecutor(Executor):
         common = table.bind(p, offsets)
         if launch.target == "cpu":           # the store block (abi.common_area)
             store = np.zeros(STORE_BLOCK, dtype=np.int64)
-            store[S_STREAM] = streaming.streams(launch.out.nbytes)
+            store[S_STREAM] = streaming.launch_streams(launch)
             common = np.concatenate([common, store])
         common.flags.writeable = False
         return common

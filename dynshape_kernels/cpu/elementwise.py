@@ -48,9 +48,10 @@ SHORT_BLOCK = 4096
 
 tile_geometry = make_tile_geometry(ELEMENTWISE_TILES)
 
-# ops whose rows stream their output when the common area asks (``cpu.streaming``), by code
-_STREAMS_UNARY = np.array([c in STREAM_UNARY for c in range(64)])
-_STREAMS_BINARY = np.array([c in STREAM_BINARY for c in range(64)])
+# ops whose rows stream their output when asked (``cpu.streaming``), by code (the fused
+# driver reads STREAMS_BINARY too)
+STREAMS_UNARY = np.array([c in STREAM_UNARY for c in range(64)])
+STREAMS_BINARY = np.array([c in STREAM_BINARY for c in range(64)])
 # rows shorter than this many streaming blocks store normally (head and tail lines would
 # be most of them)
 STREAM_MIN_BLOCKS = 4
@@ -72,6 +73,19 @@ def _streaming(common, at):
     return common.size > at and common[at] != 0
 
 
+@njit(inline="always")
+def stream_span(ov, w):
+    """``(g, e)``: the elements of the unit-stride ``ov`` that stream in blocks of ``w``,
+    from its first line start ``g`` to the end ``e`` of its last whole block (the rest
+    stores normally); ``g`` is -1 when ``ov`` is too short to pay (under STREAM_MIN_BLOCKS
+    blocks) or no element of it starts a line."""
+    n = ov.size
+    g = line_gap(ov, 0)
+    if g < 0 or n < g + STREAM_MIN_BLOCKS * w:
+        return -1, n
+    return g, g + (n - g) // w * w
+
+
 @njit(cache=True)
 def _stream_map(code, xv, ov, a0, a1):
     """ov = op(xv) (disjoint, unit stride) with the whole lines of ``ov`` stored streaming;
@@ -80,11 +94,10 @@ def _stream_map(code, xv, ov, a0, a1):
     bias add over 1000-element rows 33% slower than normal stores."""
     n = ov.size
     w = BLOCK_BYTES // ov.itemsize
-    g = line_gap(ov, 0)
-    if g < 0 or n < g + STREAM_MIN_BLOCKS * w:
+    g, e = stream_span(ov, w)
+    if g < 0:
         map_contig(code, xv, ov, n, a0, a1)
         return
-    e = g + (n - g) // w * w
     map_contig(code, xv[:g], ov[:g], g, a0, a1)
     map_stream(code, xv, ov, g, e, a0, a1, np.empty(w, dtype=ov.dtype))
     map_contig(code, xv[e:], ov[e:], n - e, a0, a1)
@@ -95,12 +108,10 @@ def _stream_zip(code, av, bv, ov, buf):
     """ov = av op bv (disjoint from ov, unit stride), as :func:`_stream_map`; ``buf``: one
     block of scratch."""
     n = ov.size
-    w = buf.size
-    g = line_gap(ov, 0)
-    if g < 0 or n < g + STREAM_MIN_BLOCKS * w:
+    g, e = stream_span(ov, buf.size)
+    if g < 0:
         zip_contig(code, av, bv, ov, n)
         return
-    e = g + (n - g) // w * w
     zip_contig(code, av[:g], bv[:g], ov[:g], g)
     zip_stream(code, av, bv, ov, g, e, buf)
     zip_contig(code, av[e:], bv[e:], ov[e:], n - e)
@@ -308,7 +319,7 @@ def _unary_run(x, o, common, entries, idx, end, attrs):
     xsm = common[C_OPS + OP_BLOCK + OP_SM]
     osm = common[C_OPS + OP_SM]
     code = common[C_OPBASE] + local // N_SLOTS
-    if (_streaming(common, _STREAM_AT_UNARY) and _STREAMS_UNARY[code] and attrs.size == 2
+    if (_streaming(common, _STREAM_AT_UNARY) and STREAMS_UNARY[code] and attrs.size == 2
             and (k == 1 or (xsm == v1 and osm == v1))):
         xb = outer_offset(common, np.int64(1), oi) + r0 * xsm + r1
         ob = outer_offset(common, np.int64(0), oi) + r0 * osm + r1
@@ -645,7 +656,7 @@ def _binary_run(a, b, o, common, entries, idx, end):
     ab = outer_offset(common, np.int64(1), oi) + r0 * asm + r1 * asn
     bb = outer_offset(common, np.int64(2), oi) + r0 * bsm + r1 * bsn
     ob = outer_offset(common, np.int64(0), oi) + r0 * osm + r1
-    if (_streaming(common, _STREAM_AT_BINARY) and _STREAMS_BINARY[code] and asn == 1 and bsn == 1
+    if (_streaming(common, _STREAM_AT_BINARY) and STREAMS_BINARY[code] and asn == 1 and bsn == 1
             and not same_rows(a, ab, asm, o, ob, osm) and not same_rows(b, bb, bsm, o, ob, osm)):
         buf = np.empty(BLOCK_BYTES // o.itemsize, dtype=o.dtype)
         if k == 1 or (asm == v1 and bsm == v1 and osm == v1):   # rows that follow each other

@@ -47,10 +47,11 @@ from numba import njit, prange, types
 
 from ..abi.common_area import (C_M, C_N, C_NOUTER, C_OPS, E_ANCH0, E_ANCH1, E_OFF0, E_OFF1,
                            OP_BLOCK, OP_SM, OP_SN)
-from .elementwise import STREAM_MIN_BLOCKS, SERIAL_ELEMENTS, outer_offset, resolve, same_rows
-from .streaming import BLOCK_BYTES, line_gap, store_fence
-from .switches import (STREAM_BINARY, map_contig, zip_contig, zip_relu_period_stream, zip_rows,
-                       zip_scalar_a, zip_scalar_b)
+from .elementwise import (SERIAL_ELEMENTS, STREAMS_BINARY, outer_offset, resolve, same_rows,
+                          stream_span)
+from .streaming import BLOCK_BYTES, store_fence
+from .switches import (map_contig, zip_contig, zip_relu_period_stream, zip_rows, zip_scalar_a,
+                       zip_scalar_b)
 from .tile_copy import gather_tile, scatter_tile
 from ..abi.vocabulary import MAX, MEAN, RELU, SUM
 from .fused_tail import _partials, _reduce_block, _row_op, _store_sum, _sum_zero
@@ -139,10 +140,6 @@ def _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1, 
     return True
 
 
-# binary op codes whose "x op side, then relu" chains stream in one loop (_bias_relu_stream)
-_STREAMS_BINARY = np.array([c in STREAM_BINARY for c in range(64)])
-
-
 @njit(inline="always")
 def _bias_relu_stream(x, o, prog, sides, sgeo, xb, xsm, ob, osm, v0, v1, r0, r1):
     """A two-step chain ``x op side`` (add, sub or mul; the side a bias row, or laid out as
@@ -152,7 +149,7 @@ def _bias_relu_stream(x, o, prog, sides, sgeo, xb, xsm, ob, osm, v0, v1, r0, r1)
     cache) do not overlap memory with compute, and the first pass reads every output line
     before writing it. False (nothing done) for any other chain or layout."""
     if (prog.shape[0] != 2 or prog[0, P_KIND] != K_SIDE_R or prog[1, P_KIND] != K_UNARY
-            or prog[1, P_CODE] != RELU or not _STREAMS_BINARY[prog[0, P_CODE]]
+            or prog[1, P_CODE] != RELU or not STREAMS_BINARY[prog[0, P_CODE]]
             or xsm != v1 or osm != v1):
         return False
     si = prog[0, P_SIDE]
@@ -163,14 +160,14 @@ def _bias_relu_stream(x, o, prog, sides, sgeo, xb, xsm, ob, osm, v0, v1, r0, r1)
     ov = o[ob:ob + n]
     w = BLOCK_BYTES // o.itemsize
     p = v1 if rs == 0 else n
-    g = line_gap(ov, 0)
-    if g < 0 or p < w or n < g + STREAM_MIN_BLOCKS * w:
+    g, e = stream_span(ov, w)
+    if g < 0 or p < w:
         return False
     buf = np.empty(w, dtype=o.dtype)
     # buf borrowed (held here): the switch slices it per block, and a view of a counted
     # array costs two atomics (52% of the time in NRT_incref/decref with the count)
     zip_relu_period_stream(prog[0, P_CODE], x[xb:xb + n], sides[si],
-                           sgeo[si, G_OFF] + r0 * rs + r1, p, ov, g, g + (n - g) // w * w, n,
+                           sgeo[si, G_OFF] + r0 * rs + r1, p, ov, g, e, n,
                            borrowed(buf))
     store_fence()
     return True
