@@ -5,7 +5,6 @@ outer index."""
 import math
 
 import numpy as np
-from dynshape_kernels.abi.common_area import S_STREAM, STORE_BLOCK
 from dynshape_kernels.abi.tail_mode import TailMode
 from dynshape_kernels.catalog import catalog_for
 
@@ -91,11 +90,7 @@ class PlaneExecutor(Executor):
 
     def bind(self, launch, p, table):
         offsets = [flat_view(launch.out)[1]] + [flat_view(a)[1] for a in launch.inputs]
-        common = table.bind(p, offsets)
-        if launch.target == "cpu":           # the store block (abi.common_area)
-            store = np.zeros(STORE_BLOCK, dtype=np.int64)
-            store[S_STREAM] = streaming.launch_streams(launch)
-            common = np.concatenate([common, store])
+        common = np.concatenate([table.bind(p, offsets), streaming.store_block(launch)])
         common.flags.writeable = False
         return common
 

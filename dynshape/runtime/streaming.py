@@ -2,8 +2,9 @@
 
 An output at least ``stream_bytes()`` long is written with streaming stores by the commonest
 ops whose loops wait on memory (relu, clip and copies; add, sub and mul: ``STREAM_UNARY``
-and ``STREAM_BINARY`` in ``dynshape_kernels.cpu.switches``): it skips reading each output
-line before writing it, a third of the memory traffic. A smaller output is written normally, so that it stays in cache for whatever reads
+and ``STREAM_BINARY`` in ``dynshape_kernels.cpu.switches``; the fused ``x op side, then
+relu``; the last pass of layer_norm, rms_norm and log_softmax over long rows): it skips
+reading each output line before writing it, a third of the memory traffic. A smaller output is written normally, so that it stays in cache for whatever reads
 it next. The default is the size of the machine's last-level cache (read from
 ``/sys/devices/system/cpu``; 32 MiB where that is not readable); the environment variable
 ``DYNSHAPE_STREAM_BYTES`` (a byte count, or ``off``) or :func:`set_stream_bytes` change it.
@@ -11,6 +12,9 @@ it next. The default is the size of the machine's last-level cache (read from
 import functools
 import glob
 import os
+
+import numpy as np
+from dynshape_kernels.abi.common_area import S_STREAM, STORE_BLOCK
 
 from dynshape.errors import SettingError
 
@@ -82,3 +86,13 @@ def launch_streams(launch):
     """Whether a launch's drivers write its output with streaming stores (CPU targets only:
     the flag the plane and fused executors bind)."""
     return launch.target == "cpu" and streams(launch.out.nbytes)
+
+
+def store_block(launch):
+    """The store block the executor appends to a CPU launch's common area
+    (``abi.common_area``); empty for the other targets, whose drivers have none."""
+    if launch.target != "cpu":
+        return np.zeros(0, dtype=np.int64)
+    block = np.zeros(STORE_BLOCK, dtype=np.int64)
+    block[S_STREAM] = launch_streams(launch)
+    return block

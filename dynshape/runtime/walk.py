@@ -18,6 +18,7 @@ from dynshape_kernels.catalog import catalog_for
 from dynshape.errors import ShapeError
 from dynshape.planning import cost_model
 from dynshape.planning.walk import WalkTiling
+from dynshape.runtime import streaming
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.replay import same_operands
 from dynshape.runtime.targets import get_target
@@ -257,7 +258,7 @@ class RowwiseExecutor(WalkExecutor):
 
     def bind(self, launch, g, table):
         offs = [flat_view(a)[1] for a in [launch.out] + launch.inputs]
-        common = np.concatenate([table.bind(g.p, offs), g.red])
+        common = np.concatenate([table.bind(g.p, offs), g.red, streaming.store_block(launch)])
         common.flags.writeable = False
         return common
 

@@ -58,9 +58,10 @@ def common_size(n_operands):
     return C_OPS + OP_BLOCK * n_operands
 
 
-# ---- store block (families "unary", "copy" and "binary" on the CPU) --------------------------
-# Appended after the operand blocks, at ``S0 = common_size(n_operands)``; a common area
-# without it (shorter) means normal stores::
+# ---- store block (families "unary", "copy", "binary" and "rowwise" on the CPU) --------------
+# Appended after the operand blocks, at ``S0 = common_size(n_operands)`` (rowwise: after its
+# reduction block, at ``S0 = common_size(4) + reduce_block_size(4)``); a common area without
+# it (shorter) means normal stores::
 #
 #     [S0 + S_STREAM]     1: write the output with streaming stores where its rows allow
 #                         (``cpu.streaming``; the executor sets it for outputs larger than

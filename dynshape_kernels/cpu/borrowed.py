@@ -12,7 +12,10 @@ A driver's operands belong to its caller, which holds them for the whole call, a
 driver keeps an operand past its return, so the drivers count nothing on them:
 ``borrowed`` returns the array with a null meminfo (and no parent object), for which
 Numba's reference counting is a null test. Data, shape and strides are the array's own.
-Arrays a driver allocates itself (scratch tiles) keep their counts and are freed as usual.
+Arrays a driver allocates itself (scratch tiles) keep their counts and are freed as usual;
+one it borrows too (scratch sliced in a hot loop) must be held, ``hold(scratch)``, after the
+borrowed array's last use: Numba frees a variable right after its own last use, which is
+the ``borrowed`` call.
 ``borrowed`` takes a tuple of arrays too (a driver's side operands) and returns every
 member borrowed, and several arguments at once: ``x, o = borrowed((x, o))``.
 """
@@ -48,3 +51,16 @@ def borrowed(typingctx, arr):
     def codegen(context, builder, sig, args):
         return _strip(context, builder, sig.args[0], args[0])
     return arr(arr), codegen
+
+
+@intrinsic
+def hold(typingctx, arr):
+    """A use of ``arr`` (an array or a tuple of them) that does nothing: placed after the
+    last use of ``borrowed(arr)``, it keeps ``arr``, which owns the memory, alive until
+    there (Numba frees a variable right after its last use)."""
+    if not _takes(arr):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return context.get_dummy_value()
+    return types.none(arr), codegen

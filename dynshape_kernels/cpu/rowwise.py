@@ -27,6 +27,16 @@ from cache), the next row its thread reads (the entry's next row, or the next wo
 first): memory would otherwise idle there, the hardware prefetcher following only the loads
 being made (983 x 30522 float32, 2 threads: 7.5-8.3 -> 6.5-7.7 ms, torch 6.7-8.3 ms).
 
+Streaming stores (``cpu.streaming``): when the common area's store block asks for them (an
+output larger than the last-level cache), the last pass of log_softmax, layer_norm and
+rms_norm over rows of at least ``STREAM_ROW_BYTES`` computes a block of results at a time
+into L1 and streams it as whole lines (:func:`_final_stream`), so that the output's lines
+are not read before they are written (layer_norm over 983 x 30522 float32, 2 threads:
+6.0-6.2 -> 4.8-5.1 ms when memory is the limit, 5.2 -> 5.0 ms when it is not). Not
+softmax's: see :func:`_contig_row`. Shorter rows keep normal stores (their last pass reads
+the row from L1 and the hardware prefetcher hides the output's reads: 768-element rows
+were slower streamed, 5.3 -> 5.7 ms).
+
 Accuracy: row sums (softmax's sum of exponentials, the norms' mean, variance and mean square)
 accumulate in float64 (re-associated, vectorized); exp/log come from ``mathfuncs`` in the
 input's precision. The variance is the two-pass sum of squared deviations for float64 rows;
@@ -48,7 +58,8 @@ from numba import njit, prange, types
 
 from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1,
                            E_KID, E_OFF0, E_OFF1, MAX_RED, OP_BLOCK, OP_SM, OP_SN, R_COUNT,
-                           R_ND, R_STR, R_STRATEGY, STRAT_COLUMNS)
+                           R_ND, R_STR, R_STRATEGY, S_STREAM, STRAT_COLUMNS,
+                           reduce_block_size)
 from ..abi.storage import carrier
 from ..catalog import CATALOG
 from .address_link import Link
@@ -56,14 +67,15 @@ from ..abi.tiles import ROWWISE_TILES
 from ..abi.vocabulary import (LAYER_NORM, LOG_SOFTMAX, RMS_NORM, ROWWISE_OPS,  # noqa: F401
                               SOFTMAX)
 from . import mathfuncs
-from .elementwise import outer_offset, resolve, same_element
+from .elementwise import STREAM_ROW_BYTES, outer_offset, resolve, same_element
 from .reduce_runs import (N_CHUNKS, _ext_run, _sum_run, chunk_start, ext_short, nan_max,
                           red_offset, red_runs, serial_work, strided, SERIAL_ROW_READS)
 from .half import compute_empty, load, store
 from .scalar_ops import cast_like
 from .tiles import make_tile_geometry
-from .borrowed import borrowed
+from .borrowed import borrowed, hold
 from .prefetch import LINE_BYTES, prefetch
+from .streaming import BLOCK_BYTES, line_gap, stream_block, store_fence
 
 
 # Tile shapes (rows, columns, partial window) over the kept plane, by slot: one row per call
@@ -73,6 +85,8 @@ N_SLOTS = len(ROWWISE_TILES)
 OUT, X, W, B = range(4)
 _OPERANDS = 4
 _RB = C_OPS + _OPERANDS * OP_BLOCK
+# the store block's streaming flag (abi.common_area), after the reduction block
+_STREAM_AT = _RB + reduce_block_size(_OPERANDS) + S_STREAM
 LW = 256
 # softmax rows at least this long prefetch the next row during their exp pass, in blocks of
 # AHEAD_BLOCK elements (_exp_store_sum_ahead)
@@ -322,21 +336,98 @@ def _lanes_row(code, x, w, b, o, base, common, eps, hw, hb, lanes):
 
 
 @njit(inline="always")
-def _contig_row(code, xv, ov, wv, bv, count, eps, hw, hb, lanes, nx):
+def _final_piece(code, xv, dst, wv, bv, m, c, lo, a, hw, hb):
+    """The last pass of op ``code`` over a piece of a row, into ``dst``: log_softmax shifts
+    ``xv`` by ``m`` and ``c``; the norms normalize ``xv`` (centre ``c`` + ``lo``, scale
+    ``a``, then weight and bias)."""
+    if code == LOG_SOFTMAX:
+        _shift(xv, dst, m, c)
+    else:
+        _norm_write(xv, dst, wv, bv, c, lo, a, hw, hb)
+
+
+@njit(inline="always")
+def _stream_flush(o, blk, st):
+    """Store the streamer's partly filled block (``st``: see :func:`_final_stream`)
+    normally, and end its run."""
+    for i in range(st[1]):
+        o[st[0] + i] = blk[i]
+    st[0] = -1
+    st[1] = 0
+
+
+@njit(inline="always")
+def _final_stream(code, xv, o, po, wv, bv, m, c, lo, a, hw, hb, blk, st):
+    """:func:`_final_piece` of a row into ``o[po:po + n]`` (disjoint from the inputs), the
+    output's whole lines written with streaming stores: the pass computes the results of
+    one block (BLOCK_BYTES, line-aligned in the output) into ``blk`` (L1) and streams it,
+    block after block. A row that starts where the previous one ended continues its block
+    (no partial lines at the row ends); the elements before a run's first line start, and
+    the partial block at its end (:func:`_stream_flush`), store normally.
+
+    ``st``: the run's state, ``[start in o of the block being filled (-1: no run), elements
+    of it in blk, its length]`` (a block's length is ``blk.size``; a run's head, up to its
+    first line start, is a shorter block that stores normally). One call site of the
+    inlined pass keeps the driver's code small."""
+    n = xv.shape[0]
+    w = blk.shape[0]
+    if st[0] < 0 or st[0] + st[1] != po:
+        if st[0] >= 0:
+            _stream_flush(o, blk, st)
+        g = line_gap(o, po)
+        st[0] = po
+        st[1] = 0
+        st[2] = g if g > 0 else w
+    k = 0
+    while k < n:
+        fill = st[1]
+        lim = st[2]
+        piece = min(lim - fill, n - k)
+        _final_piece(code, xv[k:k + piece], blk[fill:fill + piece], wv[k:k + piece],
+                     bv[k:k + piece], m, c, lo, a, hw, hb)
+        k += piece
+        if fill + piece < lim:
+            st[1] = fill + piece
+        else:
+            if lim == w:                # a whole line-aligned block (a head is shorter)
+                stream_block(blk, o, st[0])
+            else:
+                for i in range(lim):
+                    o[st[0] + i] = blk[i]
+            st[0] += lim
+            st[1] = 0
+            st[2] = w
+
+
+@njit(inline="always")
+def _contig_row(code, xv, o, po, wv, bv, count, eps, hw, hb, lanes, nx, blk, st):
     """_lanes_row for a row that is one contiguous run of every operand (the common case:
     normalized axes innermost and contiguous): the same passes on the row's views, without
-    the per-run offsets and views of the general path (which cost ~0.3 us a row)."""
+    the per-run offsets and views of the general path (which cost ~0.3 us a row). The row
+    writes ``o[po:po + count]``; ``blk`` and ``st``: see :func:`_final_stream` (``blk``
+    empty: normal stores)."""
+    ov = o[po:po + count]
     # in place (the output is the row itself, see elementwise.same_element): the loops read
     # ov, so that none reads one array while writing another over the same memory (LLVM's
     # run-time overlap check would send it to its scalar loop: softmax over 77 x 30522 in
     # place, one thread, 5.1 ms against 0.9 ms with out=)
     inplace = same_element(xv, 0, ov, 0)
+    # streaming stores (a large output: ``blk`` one block of scratch): the last pass of
+    # log_softmax and the norms writes the output lines without reading them first
+    # (``cpu.streaming``). Not softmax's: its last pass scales the exponentials, computed
+    # and stored by the pass before; streamed it waits on memory alone, where stored
+    # normally its writes overlap the exponentials' compute (983 x 30522 float32: 6.96 ms
+    # normal, 7.95 ms streaming the scale pass from a scratch row)
+    streams = blk.shape[0] > 0 and not inplace
     if code == SOFTMAX or code == LOG_SOFTMAX:
         mx, nan = ext_short(xv, True) if xv.shape[0] < 2 * LW else (load(xv[0]), True)
         if nan:                        # long rows, or a NaN to propagate
             mx = _ext_run(xv, True, lanes)
         m = cast_like(xv, mx)
-        if code == SOFTMAX:
+        if streams and code == LOG_SOFTMAX:
+            c = cast_like(xv, np.log(_exp_sum(xv, m)))
+            _final_stream(code, xv, o, po, wv, bv, m, c, c, c, hw, hb, blk, st)
+        elif code == SOFTMAX:
             if inplace:
                 s = _exp_store_sum_inplace(ov, m)
             elif nx.shape[0] > 0:
@@ -361,7 +452,10 @@ def _contig_row(code, xv, ov, wv, bv, count, eps, hw, hb, lanes, nx):
         var = _sq_sum(xv) / count
     chi = cast_like(xv, c)
     a = cast_like(xv, 1.0 / np.sqrt(var + eps))
-    if inplace:
+    if streams:
+        _final_stream(code, xv, o, po, wv, bv, chi, chi, cast_like(xv, c - chi), a, hw, hb,
+                      blk, st)
+    elif inplace:
         _norm_write(ov, ov, wv, bv, chi, cast_like(xv, c - chi), a, hw, hb)
     else:
         _norm_write(xv, ov, wv, bv, chi, cast_like(xv, c - chi), a, hw, hb)
@@ -527,10 +621,29 @@ def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt):
                 base[q] = start[q] + r * sm[q]
             _cols_rows(code, x, w, b, o, base, sn[X], sn[OUT], v1, common, eps, hw, hb)
         return
-    lanes = compute_empty(x, LW)
+    lanes_held = compute_empty(x, LW)
+    # borrowed (its owner held to the end): passed on per row, a counted array costs two
+    # atomics a row (27% of layer_norm's time over 39063 x 768 in NRT_incref)
+    lanes = borrowed(lanes_held)
     if _one_contiguous_run(common, hw, hb):
         L = common[_RB + R_COUNT]
         ahead = code == SOFTMAX and L >= AHEAD_ROW
+        # streaming stores (softmax aside, see _contig_row) for rows of at least
+        # STREAM_ROW_BYTES: layer_norm over 3e7 float32, 2 threads, normal -> streaming:
+        # rows of 768 elements 5.3 -> 5.7 ms (rows following each other, their blocks
+        # continued from row to row), 2048 6.1 -> 6.2, 4096 6.6 -> 6.2, 8192 6.3 -> 5.5,
+        # 30522 5.5 -> 5.1 (a short row's final pass reads the row from L1 and the
+        # hardware prefetcher hides the output's reads; a long row's does not)
+        streams = (common.size > _STREAM_AT and common[_STREAM_AT] != 0 and code != SOFTMAX
+                   and L * o.itemsize >= STREAM_ROW_BYTES and line_gap(o, 0) >= 0)
+        block = np.empty(BLOCK_BYTES // o.itemsize if streams else 0, dtype=o.dtype)
+        state = np.empty(3, dtype=np.int64)
+        state[0] = -1
+        state[1] = 0
+        # borrowed (their owners held to the end): the rows slice the block and pass both
+        # on per piece, and each view or pass of a counted array costs two atomics
+        blk = borrowed(block)
+        st = borrowed(state)
         for r in range(v0):
             for j in range(v1):
                 px = start[X] + r * sm[X] + j * sn[X]
@@ -545,14 +658,19 @@ def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt):
                 if nr == v0:
                     pn = _first_row_x(common, entries, nxt) if ahead else np.int64(-1)
                 nx = x[pn:pn + L] if ahead and pn >= 0 else x[:0]
-                _contig_row(code, xv, o[po:po + L], w[pw:pw + L] if hw else xv,
-                            b[pb:pb + L] if hb else xv, L, eps, hw, hb, lanes, nx)
+                _contig_row(code, xv, o, po, w[pw:pw + L] if hw else xv,
+                            b[pb:pb + L] if hb else xv, L, eps, hw, hb, lanes, nx, blk, st)
+        if streams:
+            _stream_flush(o, blk, st)
+            store_fence()
+        hold((block, state, lanes_held))       # the owners, alive until here
         return
     for r in range(v0):
         for j in range(v1):
             for q in range(_OPERANDS):
                 base[q] = start[q] + r * sm[q] + j * sn[q]
             _lanes_row(code, x, w, b, o, base, common, eps, hw, hb, lanes)
+    hold(lanes_held)
 
 
 def rowwise_driver(x, w, b, o, common, entries, fattrs):

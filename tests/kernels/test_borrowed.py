@@ -9,7 +9,7 @@ from numba import njit, types
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-from dynshape_kernels.cpu.borrowed import borrowed
+from dynshape_kernels.cpu.borrowed import borrowed, hold
 
 
 @intrinsic
@@ -62,3 +62,35 @@ def test_only_arrays_and_tuples_of_arrays_are_taken():
 
     with pytest.raises(TypingError):
         scalar(1.0)
+
+
+def _scratch_then_other_allocations(held):
+    """A function that fills a borrowed scratch, allocates and fills arrays of its size
+    (which take the scratch's memory once it is freed), then reads the scratch back; its
+    owner held to the end or not."""
+    def f(n):
+        scratch = np.empty(n)
+        s = borrowed(scratch)
+        for i in range(n):
+            s[i] = i
+        for k in range(4):
+            other = np.empty(n)
+            for i in range(n):
+                other[i] = -1.0
+            s[0] += other[1] - other[2]
+        good = 0
+        for i in range(n):
+            good += s[i] == i
+        if held:
+            hold(scratch)
+        return good
+    return njit(f)
+
+
+def test_hold_keeps_the_owner_of_a_borrowed_scratch_alive():
+    """Numba frees a variable right after its last use, the ``borrowed`` call: the owner
+    must be held past the borrowed array's last use (reading freed memory that another
+    allocation took is what crashed the rowwise streaming path before ``hold``)."""
+    assert _scratch_then_other_allocations(True)(1000) == 1000
+    with pytest.raises(TypingError):
+        njit(lambda v: hold(v))(1.0)

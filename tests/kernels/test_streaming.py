@@ -196,3 +196,89 @@ def test_other_fused_chains_and_layouts_keep_the_interpreter(stream_all):
     y = x.copy()                                      # in place: the output is x itself
     dynshape.fuse([("add", "b"), "relu"])(y, b=b, out=y)
     np.testing.assert_array_equal(y, np.maximum(x + b, 0))
+
+
+# ---- rowwise: the last pass of log_softmax and the norms ------------------------------------
+ROW_OPS = ("log_softmax", "layer_norm", "layer_norm_wb", "rms_norm", "rms_norm_w", "softmax")
+
+
+def _rowwise_call(op, x, rng, out):
+    """Run ``op`` (``_w``/``_wb``: with weight, and bias) into ``out``; its float64 reference."""
+    cols = x.shape[-1]
+    x64 = x.astype(np.float64)
+    w = rng.standard_normal(cols).astype(x.dtype) if op.endswith(("_w", "_wb")) else None
+    b = rng.standard_normal(cols).astype(x.dtype) if op.endswith("_wb") else None
+    name = op.split("_w")[0] if "_w" in op else op
+    if name in ("softmax", "log_softmax"):
+        dynshape.run(name, x, out=out, axis=-1)
+        m = x64.max(-1, keepdims=True)
+        ls = (x64 - m) - np.log(np.exp(x64 - m).sum(-1, keepdims=True))
+        return np.exp(ls) if name == "softmax" else ls
+    args = [x] + [a for a in (w, b) if a is not None]
+    dynshape.run(name, *args, out=out)
+    if name == "layer_norm":
+        y = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
+    else:
+        y = x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-5)
+    y = y if w is None else y * w
+    return y if b is None else y + b
+
+
+@given(rows=st.integers(1, 4), extra=st.integers(-40, 300), start=st.integers(0, 40),
+       gap=st.sampled_from((0, 0, 3, 17)), dtype=st.sampled_from(FUSED),
+       op=st.sampled_from(ROW_OPS), seed=st.integers(0, 2**16))
+def test_rowwise_last_pass_streams_as_normal_stores_compute(rows, extra, start, gap, dtype, op,
+                                                            seed):
+    """Rows of at least STREAM_ROW_BYTES (a few just shorter, which keep normal stores):
+    bit for bit the normal stores' result on every output alignment, rows following each
+    other (their blocks continue across the row end) or with gaps, the memory around
+    the output untouched; and right against a float64 reference."""
+    rng = np.random.default_rng(seed)
+    cols = elementwise.STREAM_ROW_BYTES // np.dtype(dtype).itemsize + extra
+    x = rng.standard_normal((rows, cols)).astype(dtype)
+    pitch = cols + gap
+    sentinel = np.array(3, dtype=dtype)
+    results = []
+    for threshold in (0, "off"):
+        streaming.set_stream_bytes(threshold)   # per example (a fixture runs once per test)
+        dynshape.clear_cache()
+        buf = np.full(start + rows * pitch + 9, sentinel, dtype=dtype)
+        out = buf[start:start + rows * pitch].reshape(rows, pitch)[:, :cols]
+        ref = _rowwise_call(op, x, np.random.default_rng(seed + 1), out)
+        inside = np.zeros(buf.shape, dtype=bool)
+        inside[start:start + rows * pitch].reshape(rows, pitch)[:, :cols] = True
+        assert (buf[~inside] == sentinel).all()
+        results.append(out.copy())
+    streaming.set_stream_bytes(None)
+    dynshape.clear_cache()
+    np.testing.assert_array_equal(results[0], results[1])
+    tol = {"float32": 2e-5, "float64": 1e-11, "float16": 4e-3}[dtype]
+    np.testing.assert_allclose(results[0].astype(np.float64), ref, rtol=tol,
+                               atol=tol * np.abs(ref).max())
+
+
+def test_rowwise_in_place_keeps_normal_stores(stream_all):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((3, 5000)).astype(np.float32)
+    want = dynshape.run("layer_norm", x)
+    y = x.copy()
+    dynshape.run("layer_norm", y, out=y)
+    np.testing.assert_array_equal(y, want)
+
+
+def test_the_rowwise_executor_binds_the_store_block():
+    from dynshape.runtime.walk import ROWWISE
+    from dynshape_kernels.abi.common_area import reduce_block_size
+    x = np.ones((4, 4096), dtype=np.float32)                  # 64 KB
+    at = common_size(4) + reduce_block_size(4) + S_STREAM
+    try:
+        for threshold, want in ((65536, 1), (65537, 0), ("off", 0)):
+            streaming.set_stream_bytes(threshold)
+            launch = dynshape.ops.get("layer_norm").prepare((x,), None, {})
+            ROWWISE.operands(launch)
+            geo = ROWWISE.geometry(launch)
+            table = ROWWISE.lookup(launch, geo, ROWWISE.key(launch, geo, "cpu"))
+            common = ROWWISE.bind(launch, geo, table)
+            assert common.size == at + 1 and common[at] == want
+    finally:
+        streaming.set_stream_bytes(None)
