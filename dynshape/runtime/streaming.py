@@ -4,8 +4,8 @@ An output at least ``stream_bytes()`` long is written with streaming stores by t
 ops whose loops wait on memory (relu, clip and copies; add, sub and mul: ``STREAM_UNARY``
 and ``STREAM_BINARY`` in ``dynshape_kernels.cpu.switches``; the fused ``x op side, then
 relu``; the last pass of layer_norm, rms_norm and log_softmax over long rows): it skips
-reading each output line before writing it, a third of the memory traffic. A smaller output is written normally, so that it stays in cache for whatever reads
-it next. The default is the size of the machine's last-level cache (read from
+reading each output line before writing it, a third of the memory traffic. A smaller
+output is written normally, so that it stays in cache for whatever reads it next. The default is the size of the machine's last-level cache (read from
 ``/sys/devices/system/cpu``; 32 MiB where that is not readable); the environment variable
 ``DYNSHAPE_STREAM_BYTES`` (a byte count, or ``off``) or :func:`set_stream_bytes` change it.
 """
@@ -84,7 +84,8 @@ def streams(nbytes):
 
 def launch_streams(launch):
     """Whether a launch's drivers write its output with streaming stores (CPU targets only:
-    the flag the plane and fused executors bind)."""
+    the flag the fused executor binds into its control block, and :func:`store_block`
+    into the plane and rowwise executors' common areas)."""
     return launch.target == "cpu" and streams(launch.out.nbytes)
 
 
