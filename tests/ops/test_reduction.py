@@ -202,6 +202,37 @@ def test_long_rows_lanes_and_nan_rules():
     assert dynshape.run("argmin", x, axis=1)[2] == 0
 
 
+@given(n=st.integers(512, 2100), dtype=st.sampled_from(("float32", "float64", "float16")),
+       kind=st.sampled_from(("plain", "nan", "zeros")), seed=st.integers(0, 2**16))
+def test_long_row_extremes_nan_anywhere_and_signed_zeros(n, dtype, kind, seed):
+    """Rows of at least 2 * LW elements take the lanes path (compare-and-select in vector
+    lanes, a tail folded in, the lanes folded in halves): the extreme of every row, a NaN
+    anywhere (lanes, later blocks, the tail) gives NaN, and a zero extreme has IEEE
+    maximum/minimum's sign (max of -0 and +0 is +0, min is -0) in any position."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, n)).astype(dtype)
+    if kind == "nan":
+        x[0, rng.integers(n)] = np.nan
+    elif kind == "zeros":
+        x[0] = -np.abs(x[0]) - 1            # max of row 0: a zero; min of row 1: a zero
+        x[1] = np.abs(x[1]) + 1
+        i, j = rng.choice(n, 2, replace=False)
+        x[0, i], x[0, j] = -0.0, 0.0
+        x[1, i], x[1, j] = 0.0, -0.0
+    mx = dynshape.run("max", x, axis=1)
+    mn = dynshape.run("min", x, axis=1)
+    if kind == "nan":
+        assert np.isnan(mx[0]) and np.isnan(mn[0])
+        assert mx[1] == x[1].max() and mn[1] == x[1].min()
+    elif kind == "zeros":
+        assert mx[0] == 0 and not np.signbit(mx[0])
+        assert mn[1] == 0 and np.signbit(mn[1])
+        assert mn[0] == x[0].min() and mx[1] == x[1].max()
+    else:
+        np.testing.assert_array_equal(mx, x.max(axis=1))
+        np.testing.assert_array_equal(mn, x.min(axis=1))
+
+
 def test_scalar_results_and_dtypes():
     x = np.arange(12, dtype=np.int32).reshape(3, 4)
     r = dynshape.run("sum", x)
