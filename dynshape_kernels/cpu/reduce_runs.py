@@ -195,10 +195,11 @@ def _ext_run(xv, ismax, lanes):
                 r = nan_min(r, load(xv[i]))
         return r
     # LW lanes of compare-and-select with a NaN flag, folded in halves at the end: vector
-    # loops throughout. llvm.maximum/minimum (nan_max) do not vectorize on x86 (no such
-    # instruction: LLVM expands them element by element), which left max over 4096 x 1000
-    # float32 rows 3.3x behind torch; the exact loop below runs only when the row holds a
-    # NaN (to return it) or the result is a zero (whose sign compare-and-select may miss)
+    # loops throughout, each step one compare and one blend (llvm.maximum/minimum, nan_max,
+    # vectorize on x86 too, but as vmaxps with NaN and signed-zero fix-ups, and the tail and
+    # the lanes were combined in two scalar dependency chains). The exact loop below runs
+    # only when the row holds a NaN (to return it) or the result is a zero (whose sign
+    # compare-and-select may miss)
     # borrowed: the caller holds both for the call, and the slices below would otherwise
     # each cost two atomics on a counted array (65% of max over 4096 x 1000 in NRT calls)
     xv, lanes = borrowed((xv, lanes))
