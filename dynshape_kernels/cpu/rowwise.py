@@ -35,7 +35,7 @@ are not read before they are written (layer_norm over 983 x 30522 float32, 2 thr
 6.0-6.2 -> 4.8-5.1 ms when memory is the limit, 5.2 -> 5.0 ms when it is not). Not
 softmax's: see :func:`_contig_row`. Shorter rows keep normal stores (their last pass reads
 the row from L1 and the hardware prefetcher hides the output's reads: 768-element rows
-were slower streamed, 5.3 -> 5.7 ms).
+were slower streamed, 5.3 -> 5.7 ms, on an earlier build of the same loop).
 
 Accuracy: the norms' row sums (mean, variance, mean square) accumulate in float64
 (re-associated, vectorized); softmax's and log_softmax's sum of exponentials, whose terms
@@ -651,10 +651,11 @@ def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt):
         ahead = code == SOFTMAX and L >= AHEAD_ROW
         # streaming stores (softmax aside, see _contig_row) for rows of at least
         # STREAM_ROW_BYTES: layer_norm over 3e7 float32, 2 threads, normal -> streaming:
-        # rows of 768 elements 5.3 -> 5.7 ms (rows following each other, their blocks
-        # continued from row to row), 2048 6.1 -> 6.2, 4096 6.6 -> 6.2, 8192 6.3 -> 5.5,
-        # 30522 5.5 -> 5.1 (a short row's final pass reads the row from L1 and the
-        # hardware prefetcher hides the output's reads; a long row's does not)
+        # rows of 4096 elements 6.1 -> 6.0 ms, 8192 6.1-6.4 -> 5.3, 30522 5.9-6.2 -> 4.8-5.1;
+        # and, measured on an earlier build of this loop (rows following each other, their
+        # blocks continued from row to row), 768 5.3 -> 5.7 and 2048 6.1 -> 6.2 (a short
+        # row's final pass reads the row from L1 and the hardware prefetcher hides the
+        # output's reads; a long row's does not)
         streams = (common.size > _STREAM_AT and common[_STREAM_AT] != 0 and code != SOFTMAX
                    and L * o.itemsize >= STREAM_ROW_BYTES and line_gap(o, 0) >= 0)
         block = np.empty(BLOCK_BYTES // o.itemsize if streams else 0, dtype=o.dtype)
