@@ -5,9 +5,10 @@ ops whose loops wait on memory (relu, clip and copies; add, sub and mul: ``STREA
 and ``STREAM_BINARY`` in ``dynshape_kernels.cpu.switches``; the fused ``x op side, then
 relu``; the last pass of layer_norm, rms_norm and log_softmax over long rows): it skips
 reading each output line before writing it, a third of the memory traffic. A smaller
-output is written normally, so that it stays in cache for whatever reads it next. The default is the size of the machine's last-level cache (read from
-``/sys/devices/system/cpu``; 32 MiB where that is not readable); the environment variable
-``DYNSHAPE_STREAM_BYTES`` (a byte count, or ``off``) or :func:`set_stream_bytes` change it.
+output is written normally, so that it stays in cache for whatever reads it next. The
+default is the size of the machine's last-level cache (read from ``/sys/devices/system/cpu``;
+32 MiB where that is not readable); the environment variable ``DYNSHAPE_STREAM_BYTES`` (a
+byte count, or ``off``) or :func:`set_stream_bytes` change it.
 """
 import functools
 import glob

@@ -52,8 +52,8 @@ ulps (tests: rtol = atol = 2e-5 for unit-scale rows); float64 within ~1e-12.
 
 float16 / bfloat16 rows (through their carriers, ``half.py``) are widened to float32 as they
 are loaded and computed as float32 rows (the norms' sums in float64, the two-pass variance),
-each result rounded once to the format as it is stored; softmax stores the exponentials and scales them in
-place, so its results are rounded twice (within 2 ulps of the format).
+each result rounded once to the format as it is stored; softmax stores the exponentials and
+scales them in place, so its results are rounded twice (within 2 ulps of the format).
 
 Aliasing: the output may be the very same view as the input (each element is read before it
 is written, and a row is only ever touched by the entry that owns it).
