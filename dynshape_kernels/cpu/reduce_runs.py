@@ -181,19 +181,9 @@ def ext_short(xv, ismax):
 def _ext_run(xv, ismax, lanes):
     """max or min of a run (NaN-propagating); lanes is scratch of length LW."""
     n = xv.shape[0]
-    r = load(xv[0])
     if n < 2 * LW:
         r, nan = ext_short(xv, ismax)
-        if not nan:
-            return r
-        r = load(xv[0])
-        if ismax:
-            for i in range(n):
-                r = nan_max(r, load(xv[i]))
-        else:
-            for i in range(n):
-                r = nan_min(r, load(xv[i]))
-        return r
+        return _ext_exact(xv, ismax) if nan else r
     # LW lanes of compare-and-select with a NaN flag, folded in halves at the end: vector
     # loops throughout, each step one compare and one blend (llvm.maximum/minimum, nan_max,
     # vectorize on x86 too, but as vmaxps with NaN and signed-zero fix-ups, and the tail and
@@ -219,14 +209,20 @@ def _ext_run(xv, ismax, lanes):
     r = lanes[0]
     for k in range(1, w):
         r = lanes[k] if _better(ismax, lanes[k], r) else r
-    if nan or r == 0:
-        r = load(xv[0])
-        if ismax:
-            for i in range(n):
-                r = nan_max(r, load(xv[i]))
-        else:
-            for i in range(n):
-                r = nan_min(r, load(xv[i]))
+    return _ext_exact(xv, ismax) if nan or r == 0 else r
+
+
+@njit(cache=True)
+def _ext_exact(xv, ismax):
+    """max or min of a run by llvm.maximum/minimum, element after element: NaN-propagating,
+    signed zeros ordered (the slow path of :func:`_ext_run`)."""
+    r = load(xv[0])
+    if ismax:
+        for i in range(xv.shape[0]):
+            r = nan_max(r, load(xv[i]))
+    else:
+        for i in range(xv.shape[0]):
+            r = nan_min(r, load(xv[i]))
     return r
 
 

@@ -621,9 +621,11 @@ def _first_row_x(common, entries, idx):
 
 
 @njit(cache=True)
-def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt):
+def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt, lanes, blk, st):
     """Entry ``e`` at outer index ``outer``; ``nxt`` is the work item this thread runs next
-    (-1: none), whose first row a long softmax row prefetches after the entry's last."""
+    (-1: none), whose first row a long softmax row prefetches after the entry's last.
+    ``lanes``, ``blk`` (one streaming block) and ``st`` (3 elements): the thread's scratch,
+    borrowed (see :func:`_rowwise_chunk`)."""
     local, r0, v0, r1, v1 = _entry_window(common, entries, e)
     code = common[C_OPBASE] + local // N_SLOTS
     if v0 == 0 or v1 == 0:
@@ -642,10 +644,6 @@ def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt):
                 base[q] = start[q] + r * sm[q]
             _cols_rows(code, x, w, b, o, base, sn[X], sn[OUT], v1, common, eps, hw, hb)
         return
-    lanes_held = compute_empty(x, LW)
-    # borrowed (its owner held to the end): passed on per row, a counted array costs two
-    # atomics a row (27% of layer_norm's time over 39063 x 768 in NRT_incref)
-    lanes = borrowed(lanes_held)
     if _one_contiguous_run(common, hw, hb):
         L = common[_RB + R_COUNT]
         ahead = code == SOFTMAX and L >= AHEAD_ROW
@@ -658,14 +656,10 @@ def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt):
         # output's reads; a long row's does not)
         streams = (common.size > _STREAM_AT and common[_STREAM_AT] != 0 and code != SOFTMAX
                    and L * o.itemsize >= STREAM_ROW_BYTES and line_gap(o, 0) >= 0)
-        block = np.empty(BLOCK_BYTES // o.itemsize if streams else 0, dtype=o.dtype)
-        state = np.empty(3, dtype=np.int64)
-        state[0] = -1
-        state[1] = 0
-        # borrowed (their owners held to the end): the rows slice the block and pass both
-        # on per piece, and each view or pass of a counted array costs two atomics
-        blk = borrowed(block)
-        st = borrowed(state)
+        if not streams:
+            blk = blk[:0]               # normal stores (_contig_row)
+        st[0] = -1
+        st[1] = 0
         for r in range(v0):
             for j in range(v1):
                 px = start[X] + r * sm[X] + j * sn[X]
@@ -685,14 +679,12 @@ def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt):
         if streams:
             _stream_flush(o, blk, st)
             store_fence()
-        hold((block, state, lanes_held))       # the owners, alive until here
         return
     for r in range(v0):
         for j in range(v1):
             for q in range(_OPERANDS):
                 base[q] = start[q] + r * sm[q] + j * sn[q]
             _lanes_row(code, x, w, b, o, base, common, eps, hw, hb, lanes)
-    hold(lanes_held)
 
 
 def rowwise_driver(x, w, b, o, common, entries, fattrs):
@@ -714,11 +706,21 @@ def rowwise_driver(x, w, b, o, common, entries, fattrs):
 
 @njit(cache=True, error_model="numpy")
 def _rowwise_chunk(x, w, b, o, common, entries, first, step, total, eps, hw, hb):
-    """Work items ``first, first + step, ... < total`` (entry x outer index)."""
+    """Work items ``first, first + step, ... < total`` (entry x outer index), with one
+    scratch for all of them: the max's lanes, a streaming block and the streamer's state."""
     n_entries = entries.shape[0]
+    scratch = (compute_empty(x, LW), np.empty(BLOCK_BYTES // o.itemsize, dtype=o.dtype))
+    state = np.empty(3, dtype=np.int64)
+    # borrowed (their owners held to the end): the rows pass them on and slice them, and
+    # each view or pass of a counted array costs two atomics (27% of layer_norm's time over
+    # 39063 x 768 was NRT_incref on the lanes)
+    lanes, blk = borrowed(scratch)
+    st = borrowed(state)
     for idx in range(first, total, step):
         _rowwise_entry(x, w, b, o, common, entries, idx % n_entries, idx // n_entries, eps,
-                       hw, hb, idx + step if idx + step < total else np.int64(-1))
+                       hw, hb, idx + step if idx + step < total else np.int64(-1), lanes,
+                       blk, st)
+    hold((scratch, state))
 
 
 #: ``_rowwise_chunk`` reached by address (``address_link``): the driver's prange body holds
