@@ -56,7 +56,7 @@ from .tile_copy import gather_tile, scatter_tile
 from ..abi.vocabulary import MAX, MEAN, RELU, SUM
 from .fused_tail import _partials, _reduce_block, _row_op, _store_sum, _sum_zero
 from .half import compute_empty, load, store
-from .reduce_runs import LW, N_CHUNKS, chunk_start, nan_max, nan_min
+from .reduce_runs import N_CHUNKS, chunk_start, nan_max, nan_min
 from ..abi.storage import carrier, compute
 from .step_link import STEPS
 from .address_link import Link
@@ -223,7 +223,7 @@ def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, 
 
 
 @njit(inline="always")
-def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf, lanes, oi,
+def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf, oi,
               r0, v0):
     """Rows r0..r0+v0 of a T_ROWWISE / T_REDUCE_ROWS tile (whole rows).
 
@@ -256,14 +256,14 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
             if tail == T_ROWWISE:
                 for k in range(nr):
                     _row_op(code, x[xr + k * xsm:xr + k * xsm + n], ob[k * n:(k + 1) * n],
-                            eps, lanes)
+                            eps)
                 apply_steps_range(prog, split, nsteps, pattrs, ob, 0, n, nr, n, r, 0, 0, sides,
                                   sgeo)
                 scatter_tile(o, ob0 + r * osm, osm, osn, nr, n, ob, n)
             else:
                 for k in range(nr):
                     a, e = _reduce_block(code, x, xr + k * xsm, n, _sum_zero(x), load(x[0]),
-                                         np.bool_(True), lanes)
+                                         np.bool_(True))
                     if is_sum:
                         _store_sum(o, oi_out, of_out, ob0 + (r + k) * osm, a, code == MEAN, n)
                     else:
@@ -282,14 +282,14 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
                               sgeo)
             if tail == T_ROWWISE:
                 for k in range(nr):
-                    _row_op(code, buf[k * n:(k + 1) * n], ob[k * n:(k + 1) * n], eps, lanes)
+                    _row_op(code, buf[k * n:(k + 1) * n], ob[k * n:(k + 1) * n], eps)
                 apply_steps_range(prog, split, nsteps, pattrs, ob, 0, n, nr, n, r, 0, 0, sides,
                                   sgeo)
                 scatter_tile(o, ob0 + r * osm, osm, osn, nr, n, ob, n)
             else:
                 for k in range(nr):
                     a, e = _reduce_block(code, buf, k * n, n, _sum_zero(x), load(x[0]),
-                                         np.bool_(True), lanes)
+                                         np.bool_(True))
                     if is_sum:
                         _store_sum(o, oi_out, of_out, ob0 + (r + k) * osm, a, code == MEAN, n)
                     else:
@@ -306,10 +306,9 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
                 apply_steps_range(prog, 0, split, pattrs, buf, boff, w, 1, w, r, c0, 0, sides,
                                   sgeo)
                 if tail != T_ROWWISE:
-                    racc, rext = _reduce_block(code, buf, np.int64(0), w, racc, rext, c0 == 0,
-                                               lanes)
+                    racc, rext = _reduce_block(code, buf, np.int64(0), w, racc, rext, c0 == 0)
             if tail == T_ROWWISE:
-                _row_op(code, buf[:n], ob[:n], eps, lanes)
+                _row_op(code, buf[:n], ob[:n], eps)
                 for c0 in range(0, n, CHUNK):
                     w = min(CHUNK, n - c0)
                     apply_steps_range(prog, split, nsteps, pattrs, ob, c0, w, 1, w, r, c0, 0,
@@ -323,7 +322,7 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
 
 
 @njit(inline="always")
-def _reduce_all_tile(x, common, prog, pattrs, fctl, sides, sgeo, buf, lanes, oi, r0, v0, r1,
+def _reduce_all_tile(x, common, prog, pattrs, fctl, sides, sgeo, buf, oi, r0, v0, r1,
                      v1, t1):
     """Partial (sum, extreme) of a v0 x v1 tile of a reduction over all elements."""
     xblk = C_OPS + X_OP * OP_BLOCK
@@ -337,13 +336,13 @@ def _reduce_all_tile(x, common, prog, pattrs, fctl, sides, sgeo, buf, lanes, oi,
     acc = _sum_zero(x)
     ext = load(x[0])
     for i in range(v0):
-        acc, ext = _reduce_block(code, buf, i * t1, v1, acc, ext, i == 0, lanes)
+        acc, ext = _reduce_block(code, buf, i * t1, v1, acc, ext, i == 0)
     return acc, ext
 
 
 @njit(inline="always")
 def _work_item(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides, sgeo, buf,
-               lanes, idx, psum, pext, pvalid):
+               idx, psum, pext, pvalid):
     n_entries = entries.shape[0]
     e = idx % n_entries
     oi = idx // n_entries
@@ -359,13 +358,13 @@ def _work_item(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides,
         _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, r1, v1, t1,
                           fctl[F_STREAM] != 0)
     elif tail == T_REDUCE_ALL:
-        a, ex = _reduce_all_tile(x, common, prog, pattrs, fctl, sides, sgeo, buf, lanes, oi,
+        a, ex = _reduce_all_tile(x, common, prog, pattrs, fctl, sides, sgeo, buf, oi,
                                  r0, v0, r1, v1, t1)
         psum[idx] = a
         pext[idx] = ex
         pvalid[idx] = 1
     else:
-        _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf, lanes, oi,
+        _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf, oi,
                   r0, v0)
 
 
@@ -386,12 +385,11 @@ def _chunk(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides, c, 
     else:
         size = CHUNK
     buf = np.empty(size, dtype=o.dtype)
-    lanes = compute_empty(o, LW)
     sgeo = np.zeros((MAX_SIDES, 4), dtype=np.int64)
     for b0 in range(c * block, total, stride * block):
         for idx in range(b0, min(b0 + block, total)):
             _work_item(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides, sgeo,
-                       buf, lanes, idx, psum, pext, pvalid)
+                       buf, idx, psum, pext, pvalid)
 
 
 @njit(cache=True, error_model="numpy")

@@ -12,7 +12,7 @@ from .reduce_runs import _ext_run, _sum_run, nan_max, nan_min
 
 
 # ---- row-wise tail on a contiguous row -------------------------------------------------------
-def _row_op(code, row, out, eps, lanes):
+def _row_op(code, row, out, eps):
     """softmax / log_softmax / layer_norm / rms_norm of a contiguous row into ``out`` (float
     rows; integer chains never get here, their overload is empty). ``out`` is another buffer:
     with the result written over its input, the vectorizer's run-time overlap check fails and
@@ -20,18 +20,18 @@ def _row_op(code, row, out, eps, lanes):
 
 
 @overload(_row_op)
-def _row_op_impl(code, row, out, eps, lanes):
+def _row_op_impl(code, row, out, eps):
     if not isinstance(row.dtype, types.Float) and not is_half(row.dtype):
-        return lambda code, row, out, eps, lanes: None
+        return lambda code, row, out, eps: None
 
-    def impl(code, row, out, eps, lanes):
+    def impl(code, row, out, eps):
         n = row.shape[0]
         # int64 pass numbers and a run-time False: literal ones compile rowwise._run (and
         # its call tree) once per value, apart from the row-wise driver's own signature
         P0, P1, P2 = np.int64(0), np.int64(1), np.int64(2)
         no = n < 0
         if code == SOFTMAX or code == LOG_SOFTMAX:
-            m = np.float64(_ext_run(row, np.bool_(True), lanes))
+            m = np.float64(_ext_run(row, np.bool_(True)))
             s = rowwise._run(code, P1, row, out, row, row, m, 0.0, 0.0, no, no)
             if code == SOFTMAX:
                 rowwise._run(code, P2, row, out, row, row, m, 0.0, 1.0 / s, no, no)
@@ -86,14 +86,14 @@ def _store_sum_impl(o, oi, of, k, acc, mean, count):
 
 
 @njit(cache=True, error_model="numpy")
-def _reduce_block(code, buf, off, n, acc, ext, first, lanes):
+def _reduce_block(code, buf, off, n, acc, ext, first):
     """Fold buf[off:off+n] into the running sum ``acc`` or extreme ``ext`` (``first``: the
     extreme has no value yet)."""
     v = buf[off:off + n]
     if code == SUM or code == MEAN:
         acc = _sum_run(v, acc)
     else:
-        r = _ext_run(v, code == MAX, lanes)
+        r = _ext_run(v, code == MAX)
         if first:
             ext = r
         else:

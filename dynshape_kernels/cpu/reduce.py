@@ -9,8 +9,8 @@ by the executor and stored in the reduction block:
 
 * ``STRAT_LANES`` (reductions over the innermost memory axis): each output element reduces its
   own elements, the innermost reduced dimension walked as one contiguous run per outer reduced
-  index (sums: a re-associated loop LLVM vectorizes with 16-lane partial sums; max/min/arg:
-  rows of ``LW`` lanes combined at the end).
+  index (sums: a re-associated loop LLVM vectorizes with 16-lane partial sums; max/min: one
+  vectorized pass with a NaN flag, ``reduce_runs._ext_run``; arg: a compare loop).
 * ``STRAT_COLUMNS`` (reductions over a leading or middle axis): a tile row keeps one
   accumulator per output column and adds whole vectors of the contiguous kept axis per reduced
   index, so the input is read in memory order, never with a scalar loop over a huge stride.
@@ -51,8 +51,8 @@ from ..abi.tiles import REDUCE_TILES
 from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noqa: F401
                               SUM)
 from .elementwise import outer_offset, resolve
-from .reduce_runs import (LW, N_CHUNKS, _arg_run, _ext_run, _strictly_better, _sum_run,  # noqa: F401
-                          chunk_start, ext_short, finish, nan_max, nan_min, red_offset,
+from .reduce_runs import (N_CHUNKS, _arg_run, _ext_run, _strictly_better, _sum_run,  # noqa: F401
+                          chunk_start, ext_inline, finish, nan_max, nan_min, red_offset,
                           red_runs, serial_work, strided, SERIAL_READS)
 from .half import compute_empty, is_half, load, store
 from .tiles import make_tile_geometry
@@ -91,16 +91,16 @@ def _lanes_sum(x, xb, common, zero):
 
 
 @njit(cache=True)
-def _lanes_ext(x, xb, common, ismax, lanes):
+def _lanes_ext(x, xb, common, ismax):
     runs, L, ndo = red_runs(common, _RB)
     s = common[_RB + R_STR + ndo]
     r = load(x[xb])
     for k in range(runs):
         p = xb + red_offset(common, _RB, k, ndo, 0)
         if s == 1:
-            v = _ext_run(x[p:p + L], ismax, lanes)
+            v = _ext_run(x[p:p + L], ismax)
         else:
-            v = _ext_run(strided(x, p, s, L), ismax, lanes)
+            v = _ext_run(strided(x, p, s, L), ismax)
         r = nan_max(r, v) if ismax else nan_min(r, v)
     return r
 
@@ -299,21 +299,17 @@ def _ext_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, ismax):
             for j in range(v1):
                 o[orow + j * osn] = store(o, acc[j])
         return
-    lanes = compute_empty(x, LW)
     if _one_run(common):
         L = common[_RB + R_COUNT]
         for r in range(v0):
             for j in range(v1):
                 p = xb + r * xsm + j * xsn
-                v, nan = ext_short(x[p:p + L], ismax) if L < 2 * LW else (load(x[p]), True)
-                if nan:
-                    v = _ext_run(x[p:p + L], ismax, lanes)
-                o[ob + r * osm + j * osn] = store(o, v)
+                o[ob + r * osm + j * osn] = store(o, ext_inline(x[p:p + L], ismax))
         return
     for r in range(v0):
         for j in range(v1):
             o[ob + r * osm + j * osn] = store(o, _lanes_ext(x, xb + r * xsm + j * xsn, common,
-                                                            ismax, lanes))
+                                                            ismax))
 
 
 @njit(cache=True)

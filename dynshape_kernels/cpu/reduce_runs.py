@@ -8,13 +8,7 @@ from numba.extending import intrinsic, overload
 from ..abi.common_area import (C_M, C_N, C_NOUTER, MAX_RED, R_COUNT, R_ND, R_SHAPE, R_STR)
 from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noqa: F401
                               SUM)
-from .borrowed import borrowed
 from .half import load
-
-
-
-LW = 256          # lanes of the max/min/arg LANES strategy
-FOLD_END = 16     # _ext_run folds its lanes in halves down to this many, then a scalar pass
 
 
 # ---- work distribution ---------------------------------------------------------------------
@@ -54,7 +48,7 @@ def chunk_start(c):
 
 
 # ---- scalar primitives ---------------------------------------------------------------------
-def _fp_intrinsic(name):
+def _fp_intrinsic(name, flags=()):
     @intrinsic
     def fn(typingctx, a, b):
         if not isinstance(a, types.Float) or a != b:
@@ -63,13 +57,18 @@ def _fp_intrinsic(name):
         def codegen(context, builder, signature, args):
             fty = context.get_value_type(signature.return_type)
             f = builder.module.declare_intrinsic(name, [fty], ir.FunctionType(fty, [fty, fty]))
-            return builder.call(f, args)
+            return builder.call(f, args, fastmath=flags)
         return a(a, b), codegen
     return fn
 
 
 _llvm_maximum = _fp_intrinsic("llvm.maximum")   # NaN-propagating, vectorizes as a reduction
 _llvm_minimum = _fp_intrinsic("llvm.minimum")
+# maxnum/minnum promised no NaN and no signed-zero order: LLVM vectorizes a loop of them as a
+# max/min reduction held in registers (vmaxps over several accumulators). The result is
+# meaningless (poison) when an operand is a NaN: only for runs checked for NaN apart
+_fast_maxnum = _fp_intrinsic("llvm.maxnum", ("nnan", "nsz"))
+_fast_minnum = _fp_intrinsic("llvm.minnum", ("nnan", "nsz"))
 
 
 def nan_max(a, b):
@@ -140,82 +139,75 @@ def _sum_run(xv, acc):
     return acc
 
 
-@njit(inline="always")
-def _better(ismax, v, a):
-    return v > a if ismax else v < a
+def _fast_max(a, b):
+    """max(a, b) of two non-NaN values (either one when they are zeros of both signs)."""
 
 
-@njit(inline="always")
-def ext_short(xv, ismax):
-    """(max or min of the non-empty run xv, whether it holds a NaN): compare-and-select in
-    four independent chains plus a NaN flag. llvm.maximum's scalar lowering is one long
-    dependency chain (max over (256, 256, 8) on axis 2: 1625 us before, see reduce.py); the
-    value returned is meaningless when the flag is set (the caller then propagates NaN)."""
-    n = xv.shape[0]
-    a0 = load(xv[0])
-    a1 = a0
-    a2 = a0
-    a3 = a0
-    nan = a0 != a0
-    n4 = n - n % 4
-    for i in range(0, n4, 4):
-        v0 = load(xv[i])
-        v1 = load(xv[i + 1])
-        v2 = load(xv[i + 2])
-        v3 = load(xv[i + 3])
-        nan |= (v0 != v0) | (v1 != v1) | (v2 != v2) | (v3 != v3)
-        a0 = v0 if _better(ismax, v0, a0) else a0
-        a1 = v1 if _better(ismax, v1, a1) else a1
-        a2 = v2 if _better(ismax, v2, a2) else a2
-        a3 = v3 if _better(ismax, v3, a3) else a3
-    for i in range(n4, n):
-        v0 = load(xv[i])
-        nan |= v0 != v0
-        a0 = v0 if _better(ismax, v0, a0) else a0
-    a0 = a1 if _better(ismax, a1, a0) else a0
-    a2 = a3 if _better(ismax, a3, a2) else a2
-    return (a2 if _better(ismax, a2, a0) else a0), nan
+def _fast_min(a, b):
+    """min(a, b) of two non-NaN values (either one when they are zeros of both signs)."""
+
+
+@overload(_fast_max)
+def _fast_max_impl(a, b):
+    if isinstance(a, types.Float):
+        return lambda a, b: _fast_maxnum(a, b)
+    return lambda a, b: a if a >= b else b
+
+
+@overload(_fast_min)
+def _fast_min_impl(a, b):
+    if isinstance(a, types.Float):
+        return lambda a, b: _fast_minnum(a, b)
+    return lambda a, b: a if a <= b else b
 
 
 @njit(cache=True)
-def _ext_run(xv, ismax, lanes):
-    """max or min of a run (NaN-propagating); lanes is scratch of length LW."""
-    n = xv.shape[0]
-    if n < 2 * LW:
-        r, nan = ext_short(xv, ismax)
-        return _ext_exact(xv, ismax) if nan else r
-    # LW lanes of compare-and-select with a NaN flag, folded in halves at the end: vector
-    # loops throughout, each step one compare and one blend (llvm.maximum/minimum, nan_max,
-    # vectorize on x86 too, but as vmaxps with NaN and signed-zero fix-ups, and the tail and
-    # the lanes were combined in two scalar dependency chains). The exact loop below runs
-    # only when the row holds a NaN (to return it) or the result is a zero (whose sign
-    # compare-and-select may miss)
-    # borrowed: the caller holds both for the call, and the slices below would otherwise
-    # each cost two atomics on a counted array (65% of max over 4096 x 1000 in NRT calls)
-    xv, lanes = borrowed((xv, lanes))
-    nr = n // LW
-    nan = False
-    for k in range(LW):
-        v = load(xv[k])
-        lanes[k] = v
-        nan |= v != v
-    for q in range(1, nr):
-        nan |= _lanes_pick(xv[q * LW:(q + 1) * LW], ismax, lanes)
-    nan |= _lanes_pick(xv[nr * LW:], ismax, lanes)
-    w = LW
-    while w > FOLD_END:
-        w >>= 1
-        _lanes_pick(lanes[w:2 * w], ismax, lanes)
-    r = lanes[0]
-    for k in range(1, w):
-        r = lanes[k] if _better(ismax, lanes[k], r) else r
+def _ext_run(xv, ismax):
+    """max or min of a run (NaN-propagating, IEEE maximum/minimum's order of signed zeros)."""
+    # one pass of maxnum/minnum promised no NaN (a vector reduction held in registers, see
+    # _fast_maxnum) with a NaN flag beside it; the exact loop runs only when the run holds
+    # a NaN (to return it) or the result is a zero (whose sign maxnum may not order). It
+    # replaced 256 lanes of compare-and-select kept in memory (rows of 512 elements and
+    # more) and four compare-and-select chains (shorter rows). float32 max, 2 threads:
+    # 4096 x 1000 0.20-0.28 -> 0.10-0.12 ms, 65536 x 100 0.74-0.76 -> 0.35-0.41; rows under
+    # ~32 elements lost ~1 ns a row to the vector loop's set-up (8192 x 9 0.021-0.025 ->
+    # 0.030; four chains of maxnum measured no better, 0.033)
+    return ext_inline(xv, ismax)
+
+
+@njit(inline="always")
+def ext_inline(xv, ismax):
+    """:func:`_ext_run` inlined into its caller: the short rows' paths (a call per row costs
+    ~20 ns, see rowwise)."""
+    r, nan = _ext_pass(xv, ismax)
     return _ext_exact(xv, ismax) if nan or r == 0 else r
 
 
-@njit(cache=True)
+@njit(inline="always")
+def _ext_pass(xv, ismax):
+    """(max or min of the non-empty run xv by maxnum/minnum, whether it holds a NaN); the
+    value is meaningless when the flag is set."""
+    r = load(xv[0])
+    nan = False
+    if ismax:
+        for i in range(xv.shape[0]):
+            v = load(xv[i])
+            nan |= v != v
+            r = _fast_max(r, v)
+    else:
+        for i in range(xv.shape[0]):
+            v = load(xv[i])
+            nan |= v != v
+            r = _fast_min(r, v)
+    return r, nan
+
+
+@njit(inline="always")
 def _ext_exact(xv, ismax):
     """max or min of a run by llvm.maximum/minimum, element after element: NaN-propagating,
-    signed zeros ordered (the slow path of :func:`_ext_run`)."""
+    signed zeros ordered (the slow path of :func:`_ext_run`). Inlined: called, it holds a
+    reference to the run, and the increment and decrement of the run's count (calls, with
+    registers spilled around them) cost every short row on the fast path too."""
     r = load(xv[0])
     if ismax:
         for i in range(xv.shape[0]):
@@ -224,26 +216,6 @@ def _ext_exact(xv, ismax):
         for i in range(xv.shape[0]):
             r = nan_min(r, load(xv[i]))
     return r
-
-
-@njit(inline="always")
-def _lanes_pick(row, ismax, lanes):
-    """lanes[k] = the better of lanes[k] and row[k] for k < len(row) (compare-and-select);
-    whether row holds a NaN."""
-    nan = False
-    if ismax:
-        for k in range(row.shape[0]):
-            v = load(row[k])
-            a = lanes[k]
-            nan |= v != v
-            lanes[k] = v if v > a else a
-    else:
-        for k in range(row.shape[0]):
-            v = load(row[k])
-            a = lanes[k]
-            nan |= v != v
-            lanes[k] = v if v < a else a
-    return nan
 
 
 @njit(cache=True)

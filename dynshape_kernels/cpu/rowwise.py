@@ -20,7 +20,7 @@ the row's views; the general path's per-run offsets and views cost about 0.3 us 
 dominated short rows (softmax over 1024 x 8: 328 us before, 85-97 us with the short path). Calls
 reading fewer than ``reduce_runs.SERIAL_ROW_READS`` elements run on the calling thread. The
 short path and its loops without fast-math flags (scale, shift, normalize) are inlined into
-the entry's row loop, and short rows take their max from ``reduce_runs.ext_short``: a call per
+the entry's row loop, and short rows take their max from ``reduce_runs.ext_inline``: a call per
 helper and row cost ~20 ns (layer_norm over 1024 x 8: 73 -> 33 us, softmax 85 -> 44 us).
 A softmax row of at least ``AHEAD_ROW`` elements prefetches, during its exp pass (computed
 from cache), the next row its thread reads (the entry's next row, or the next work item's
@@ -73,7 +73,7 @@ from ..abi.vocabulary import (LAYER_NORM, LOG_SOFTMAX, RMS_NORM, ROWWISE_OPS,  #
                               SOFTMAX)
 from . import mathfuncs
 from .elementwise import STREAM_ROW_BYTES, outer_offset, resolve, same_element
-from .reduce_runs import (N_CHUNKS, _ext_run, _sum_run, chunk_start, ext_short, nan_max,
+from .reduce_runs import (N_CHUNKS, _ext_run, _sum_run, chunk_start, ext_inline, nan_max,
                           red_offset, red_runs, serial_work, strided, SERIAL_ROW_READS)
 from .half import compute_empty, load, store
 from .scalar_ops import cast_like
@@ -92,7 +92,6 @@ _OPERANDS = 4
 _RB = C_OPS + _OPERANDS * OP_BLOCK
 # the store block's streaming flag (abi.common_area), after the reduction block
 _STREAM_AT = _RB + reduce_block_size(_OPERANDS) + S_STREAM
-LW = 256
 # softmax rows at least this long prefetch the next row during their exp pass, in blocks of
 # AHEAD_BLOCK elements (_exp_store_sum_ahead)
 AHEAD_ROW = 4096
@@ -305,21 +304,21 @@ def _row_pass(code, p, x, w, b, o, base, common, contig, m, c, a, hw, hb):
 
 
 @njit(cache=True)
-def _row_max(x, xo, common, lanes):
+def _row_max(x, xo, common):
     runs, L, ndo = red_runs(common, _RB)
     sx = common[_RB + R_STR + X * MAX_RED + ndo]
     m = load(x[xo])
     for k in range(runs):
         p = xo + red_offset(common, _RB, k, ndo, np.int64(X))
         if sx == 1:
-            m = nan_max(m, _ext_run(x[p:p + L], True, lanes))
+            m = nan_max(m, _ext_run(x[p:p + L], True))
         else:
-            m = nan_max(m, _ext_run(strided(x, p, sx, L), True, lanes))
+            m = nan_max(m, _ext_run(strided(x, p, sx, L), True))
     return m
 
 
 @njit(cache=True)
-def _lanes_row(code, x, w, b, o, base, common, eps, hw, hb, lanes):
+def _lanes_row(code, x, w, b, o, base, common, eps, hw, hb):
     # int64 pass numbers: literal ones compile the pass (and its call tree) once per value
     P0, P1, P2 = np.int64(0), np.int64(1), np.int64(2)
     count = common[_RB + R_COUNT]
@@ -329,7 +328,7 @@ def _lanes_row(code, x, w, b, o, base, common, eps, hw, hb, lanes):
               and (not hw or common[_RB + R_STR + W * MAX_RED + ndo] == 1)
               and (not hb or common[_RB + R_STR + B * MAX_RED + ndo] == 1))
     if code == SOFTMAX or code == LOG_SOFTMAX:
-        m = np.float64(_row_max(x, base[X], common, lanes))
+        m = np.float64(_row_max(x, base[X], common))
         s = _row_pass(code, P1, x, w, b, o, base, common, contig, m, 0.0, 0.0, hw, hb)
         if code == SOFTMAX:
             _row_pass(code, P2, x, w, b, o, base, common, contig, m, 0.0, 1.0 / s, hw, hb)
@@ -421,7 +420,7 @@ def _final_stream(code, xv, o, po, wv, bv, m, c, lo, a, hw, hb, blk, st):
 
 
 @njit(inline="always")
-def _contig_row(code, xv, o, po, wv, bv, count, eps, hw, hb, lanes, nx, blk, st):
+def _contig_row(code, xv, o, po, wv, bv, count, eps, hw, hb, nx, blk, st):
     """_lanes_row for a row that is one contiguous run of every operand (the common case:
     normalized axes innermost and contiguous): the same passes on the row's views, without
     the per-run offsets and views of the general path (which cost ~0.3 us a row). The row
@@ -441,10 +440,7 @@ def _contig_row(code, xv, o, po, wv, bv, count, eps, hw, hb, lanes, nx, blk, st)
     # normal, 7.95 ms streaming the scale pass from a scratch row)
     streams = blk.shape[0] > 0 and not inplace
     if code == SOFTMAX or code == LOG_SOFTMAX:
-        mx, nan = ext_short(xv, True) if xv.shape[0] < 2 * LW else (load(xv[0]), True)
-        if nan:                        # long rows, or a NaN to propagate
-            mx = _ext_run(xv, True, lanes)
-        m = cast_like(xv, mx)
+        m = cast_like(xv, ext_inline(xv, True))
         if streams and code == LOG_SOFTMAX:
             c = cast_like(xv, np.log(_exp_sum(xv, m)))
             _final_stream(code, xv, o, po, wv, bv, m, c, c, c, hw, hb, blk, st)
@@ -621,11 +617,11 @@ def _first_row_x(common, entries, idx):
 
 
 @njit(cache=True)
-def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt, lanes, blk, st):
+def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt, blk, st):
     """Entry ``e`` at outer index ``outer``; ``nxt`` is the work item this thread runs next
     (-1: none), whose first row a long softmax row prefetches after the entry's last.
-    ``lanes``, ``blk`` (one streaming block) and ``st`` (3 elements): the thread's scratch,
-    borrowed (see :func:`_rowwise_chunk`)."""
+    ``blk`` (one streaming block) and ``st`` (3 elements): the thread's scratch, borrowed
+    (see :func:`_rowwise_chunk`)."""
     local, r0, v0, r1, v1 = _entry_window(common, entries, e)
     code = common[C_OPBASE] + local // N_SLOTS
     if v0 == 0 or v1 == 0:
@@ -675,7 +671,7 @@ def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt, lane
                     pn = _first_row_x(common, entries, nxt) if ahead else np.int64(-1)
                 nx = x[pn:pn + L] if ahead and pn >= 0 else x[:0]
                 _contig_row(code, xv, o, po, w[pw:pw + L] if hw else xv,
-                            b[pb:pb + L] if hb else xv, L, eps, hw, hb, lanes, nx, blk, st)
+                            b[pb:pb + L] if hb else xv, L, eps, hw, hb, nx, blk, st)
         if streams:
             _stream_flush(o, blk, st)
             store_fence()
@@ -684,7 +680,7 @@ def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt, lane
         for j in range(v1):
             for q in range(_OPERANDS):
                 base[q] = start[q] + r * sm[q] + j * sn[q]
-            _lanes_row(code, x, w, b, o, base, common, eps, hw, hb, lanes)
+            _lanes_row(code, x, w, b, o, base, common, eps, hw, hb)
 
 
 def rowwise_driver(x, w, b, o, common, entries, fattrs):
@@ -707,20 +703,19 @@ def rowwise_driver(x, w, b, o, common, entries, fattrs):
 @njit(cache=True, error_model="numpy")
 def _rowwise_chunk(x, w, b, o, common, entries, first, step, total, eps, hw, hb):
     """Work items ``first, first + step, ... < total`` (entry x outer index), with one
-    scratch for all of them: the max's lanes, a streaming block and the streamer's state."""
+    scratch for all of them: a streaming block and the streamer's state."""
     n_entries = entries.shape[0]
-    scratch = (compute_empty(x, LW), np.empty(BLOCK_BYTES // o.itemsize, dtype=o.dtype))
+    block = np.empty(BLOCK_BYTES // o.itemsize, dtype=o.dtype)
     state = np.empty(3, dtype=np.int64)
     # borrowed (their owners held to the end): the rows pass them on and slice them, and
     # each view or pass of a counted array costs two atomics (27% of layer_norm's time over
-    # 39063 x 768 was NRT_incref on the lanes)
-    lanes, blk = borrowed(scratch)
+    # 39063 x 768 was NRT_incref on the row max's scratch lanes, gone since)
+    blk = borrowed(block)
     st = borrowed(state)
     for idx in range(first, total, step):
         _rowwise_entry(x, w, b, o, common, entries, idx % n_entries, idx // n_entries, eps,
-                       hw, hb, idx + step if idx + step < total else np.int64(-1), lanes,
-                       blk, st)
-    hold((scratch, state))
+                       hw, hb, idx + step if idx + step < total else np.int64(-1), blk, st)
+    hold((block, state))
 
 
 #: ``_rowwise_chunk`` reached by address (``address_link``): the driver's prange body holds
