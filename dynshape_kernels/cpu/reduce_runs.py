@@ -11,6 +11,11 @@ from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noq
 from .half import load
 
 
+# arg-extremes of runs shorter than this compare element after element; longer runs find
+# the extreme by a vector pass, then its first occurrence (_arg_run)
+SHORT_ARG = 32
+
+
 # ---- work distribution ---------------------------------------------------------------------
 # A bucketed table's empty tail entries sit at its end, so prange's contiguous split of the
 # work items would hand all real work of a small table to the first thread. The drivers loop
@@ -228,10 +233,30 @@ def _strictly_better(ismax, v, a):
 
 @njit(cache=True)
 def _arg_run(xv, base, ismax, bv, bi):
-    """Update the best (value, flat index) with run xv of flat indices base, base+1, ..."""
-    for i in range(xv.shape[0]):
-        v = load(xv[i])
-        if _strictly_better(ismax, v, bv):
-            bv = v
-            bi = base + i
+    """Update the best (value, flat index) with the non-empty run xv of flat indices base,
+    base+1, ...: the run's extreme by one vector pass (:func:`_ext_pass`), then a search for
+    its first occurrence (the first NaN when the run holds one; a zero extreme matches
+    zeros of either sign, which compare equal, so the first of them wins as in NumPy).
+    Before, one compare and branch per element: argmax over 4096 x 1000 float32 rows 7.5
+    ms, torch 1.3 ms. Runs under SHORT_ARG elements keep that loop: the pass and the search
+    cost them more (8192 x 9: 0.084 ms in it, 0.102 by pass and search)."""
+    n = xv.shape[0]
+    if n < SHORT_ARG:
+        for i in range(n):
+            v = load(xv[i])
+            if _strictly_better(ismax, v, bv):
+                bv = v
+                bi = base + i
+        return bv, bi
+    r, nan = _ext_pass(xv, ismax)
+    i = 0
+    if nan:
+        while i < n - 1 and load(xv[i]) == load(xv[i]):
+            i += 1
+    else:
+        while i < n - 1 and load(xv[i]) != r:
+            i += 1
+    v = load(xv[i])
+    if _strictly_better(ismax, v, bv):
+        return v, base + i
     return bv, bi

@@ -207,8 +207,9 @@ def test_long_rows_lanes_and_nan_rules():
 def test_row_extremes_nan_anywhere_and_signed_zeros(n, dtype, kind, seed):
     """Rows of any length take one vectorized pass of maxnum/minnum promised no NaN and no
     signed-zero order, with a NaN flag beside it: the extreme of every row, a NaN anywhere
-    (the vector body, its remainder) gives NaN, and a zero extreme has IEEE
-    maximum/minimum's sign (max of -0 and +0 is +0, min is -0) in any position."""
+    (the vector body, its remainder) gives NaN, a zero extreme has IEEE maximum/minimum's
+    sign (max of -0 and +0 is +0, min is -0) in any position, and argmax/argmin (that pass,
+    then a search) give NumPy's index."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((2, n)).astype(dtype)
     if kind == "nan":
@@ -221,6 +222,10 @@ def test_row_extremes_nan_anywhere_and_signed_zeros(n, dtype, kind, seed):
         x[1, i], x[1, j] = 0.0, -0.0
     mx = dynshape.run("max", x, axis=1)
     mn = dynshape.run("min", x, axis=1)
+    # arg-extremes find the extreme by the same pass, then its first occurrence: NumPy's
+    # index in every case (the first NaN; the first zero of either sign, as -0 == +0)
+    np.testing.assert_array_equal(dynshape.run("argmax", x, axis=1), x.argmax(axis=1))
+    np.testing.assert_array_equal(dynshape.run("argmin", x, axis=1), x.argmin(axis=1))
     if kind == "nan":
         assert np.isnan(mx[0]) and np.isnan(mn[0])
         assert mx[1] == x[1].max() and mn[1] == x[1].min()
@@ -228,6 +233,7 @@ def test_row_extremes_nan_anywhere_and_signed_zeros(n, dtype, kind, seed):
         assert mx[0] == 0 and not np.signbit(mx[0])
         assert mn[1] == 0 and np.signbit(mn[1])
         assert mn[0] == x[0].min() and mx[1] == x[1].max()
+        assert dynshape.run("argmax", x[0]) == min(i, j)
     else:
         np.testing.assert_array_equal(mx, x.max(axis=1))
         np.testing.assert_array_equal(mn, x.min(axis=1))
