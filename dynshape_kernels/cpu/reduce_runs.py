@@ -76,26 +76,40 @@ _fast_maxnum = _fp_intrinsic("llvm.maxnum", ("nnan", "nsz"))
 _fast_minnum = _fp_intrinsic("llvm.minnum", ("nnan", "nsz"))
 
 
-def nan_max(a, b):
-    """max(a, b), NaN if either is NaN (np.maximum); integers: plain max."""
+def _extreme(name, float_op, int_op, doc):
+    """A function of two scalars that runs ``float_op`` (an intrinsic) on floats and
+    ``int_op`` on integers, for use in compiled code."""
+    def fn(a, b):
+        pass
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+
+    @overload(fn)
+    def _impl(a, b):
+        if isinstance(a, types.Float):
+            return lambda a, b: float_op(a, b)
+        return int_op
+    return fn
 
 
-def nan_min(a, b):
-    """min(a, b), NaN if either is NaN (np.minimum); integers: plain min."""
+def _int_max(a, b):
+    return a if a >= b else b
 
 
-@overload(nan_max)
-def _nan_max(a, b):
-    if isinstance(a, types.Float):
-        return lambda a, b: _llvm_maximum(a, b)
-    return lambda a, b: a if a >= b else b
+def _int_min(a, b):
+    return a if a <= b else b
 
 
-@overload(nan_min)
-def _nan_min(a, b):
-    if isinstance(a, types.Float):
-        return lambda a, b: _llvm_minimum(a, b)
-    return lambda a, b: a if a <= b else b
+nan_max = _extreme("nan_max", _llvm_maximum, _int_max,
+                   "max(a, b), NaN if either is NaN (np.maximum); integers: plain max.")
+nan_min = _extreme("nan_min", _llvm_minimum, _int_min,
+                   "min(a, b), NaN if either is NaN (np.minimum); integers: plain min.")
+_fast_max = _extreme("_fast_max", _fast_maxnum, _int_max,
+                     "max(a, b) of two non-NaN values (either one when they are zeros of "
+                     "both signs).")
+_fast_min = _extreme("_fast_min", _fast_minnum, _int_min,
+                     "min(a, b) of two non-NaN values (either one when they are zeros of "
+                     "both signs).")
 
 
 def finish(acc, mean, count):
@@ -142,28 +156,6 @@ def _sum_run(xv, acc):
     for i in range(xv.shape[0]):
         acc += load(xv[i])
     return acc
-
-
-def _fast_max(a, b):
-    """max(a, b) of two non-NaN values (either one when they are zeros of both signs)."""
-
-
-def _fast_min(a, b):
-    """min(a, b) of two non-NaN values (either one when they are zeros of both signs)."""
-
-
-@overload(_fast_max)
-def _fast_max_impl(a, b):
-    if isinstance(a, types.Float):
-        return lambda a, b: _fast_maxnum(a, b)
-    return lambda a, b: a if a >= b else b
-
-
-@overload(_fast_min)
-def _fast_min_impl(a, b):
-    if isinstance(a, types.Float):
-        return lambda a, b: _fast_minnum(a, b)
-    return lambda a, b: a if a <= b else b
 
 
 @njit(cache=True)
