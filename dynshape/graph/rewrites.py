@@ -1,5 +1,6 @@
 """Rewrites that make real exports fast, on the IR, before the plan is built:
 
+* ``Pow`` by a constant 2 becomes ``Mul(x, x)``;
 * the Erf subgraph of GELU (``x * 0.5 * (1 + erf(x / sqrt 2))`` in either association, or
   with ``x * (1/sqrt 2)``) becomes one ``Gelu`` node;
 * ``BatchNormalization`` after a ``Conv`` whose weights are initializers is folded into the
@@ -191,9 +192,26 @@ def prune(graph):
         dropped += len(dead)
 
 
+def pow_squares(graph):
+    """``Pow`` by a constant float exponent 2 (the variance in exported LayerNorm and
+    RMSNorm subgraphs) becomes ``Mul(x, x)``: the correctly rounded product, no power."""
+    ix = _Index(graph)
+    n = 0
+    for node in graph.nodes:
+        if node.op != "Pow" or len(node.inputs) != 2:
+            continue
+        c = ix.const(node.inputs[1])
+        if c is not None and c.size == 1 and c.dtype.kind == "f" and float(c.reshape(())) == 2:
+            node.op = "Mul"
+            node.inputs = [node.inputs[0], node.inputs[0]]
+            n += 1
+    return n
+
+
 def rewrite(graph):
     """Apply every rewrite; returns {rewrite: count}."""
-    return {"gelu": fuse_gelu(graph), "batch_norm_folded": fold_batch_norm(graph),
+    return {"pow_squares": pow_squares(graph),
+            "gelu": fuse_gelu(graph), "batch_norm_folded": fold_batch_norm(graph),
             "gemm_to_matmul": gemm_to_matmul(graph),
             "epilogues": epilogues(graph), "fused_chains": fuse_chains(graph),
             "pruned": prune(graph)}

@@ -217,6 +217,11 @@ class BinarySpec(OpSpec):
         out = _output(self.name, out, shape, res)
         a, alias_a = _unalias(out, a)
         b, alias_b = _unalias(out, b)
+        if self.name == "pow" and res.kind == "f" and type(raw[1]) in (int, float) \
+                and raw[1] == 2:
+            # x ** 2 with a Python number (never replayed: the number is not in a call's
+            # signature) is the correctly rounded product x * x, with no power computed
+            return Launch(self.family, "mul", name, out, [a, a], out, None, not alias_a)
         # integer pow validates its exponents' values: such a call is never replayed
         return Launch(self.family, self.name, name, out, [a, b], out, None,
                       not (alias_a or alias_b),

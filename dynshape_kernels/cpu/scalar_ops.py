@@ -11,6 +11,7 @@ slots + slot): never renumber them, only append.
 from numba import njit, types
 from numba.extending import overload
 from .half import is_half
+from .powf import pow32
 
 from ..abi.vocabulary import (ABS, ADD, BINARY_OPS, CLIP, DIV, EXP,  # noqa: F401
                               FLOAT_ONLY_UNARY, GELU, GELU_TANH, IDENTITY, LEAKY_RELU, LOG,
@@ -94,11 +95,14 @@ def vmin(a, b):
 
 
 def int_pow(a, b):
-    """Integer power by squaring, wrapping like NumPy (negative exponents are refused earlier)."""
+    """a ** b: integers by squaring, wrapping like NumPy (negative exponents are refused
+    earlier); float32 by :func:`powf.pow32` (vectorizable); float64 by libm's pow."""
 
 
-@overload(int_pow)
+@overload(int_pow, inline="always")
 def _int_pow(a, b):
+    if a == types.float32 and b == types.float32:
+        return lambda a, b: pow32(a, b)         # vectorizable (powf.py)
     if isinstance(a, types.Float):
         def impl_f(a, b):
             return a ** b

@@ -135,3 +135,27 @@ def test_shape_arithmetic_memo_stays_bounded_and_right(exported, monkeypatch):
         np.testing.assert_allclose(m.run(None, f)[0], sess.run(None, f)[0], rtol=1e-4,
                                    atol=1e-5)
     assert len(m.plan._per_shape) <= 4
+
+
+def test_pow_by_two_becomes_a_product_and_other_powers_stay():
+    """Pow by a constant 2 (exported variance subgraphs) runs as Mul(x, x): bit for bit the
+    correctly rounded square; Pow by 3 stays a power. Both agree with ONNX Runtime."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    nodes = [helper.make_node("Pow", ["x", "two"], ["p"]), helper.make_node("Pow", ["p", "three"],
+                                                                          ["y"])]
+    g = helper.make_graph(nodes, "pow",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])],
+                          [numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+                           numpy_helper.from_array(np.array(3.0, np.float32), "three")])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    m = dynshape.load_onnx(data)
+    assert m.rewrites["pow_squares"] == 1
+    assert [n.op for n in m.graph.nodes] == ["Mul", "Pow"]
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(3).standard_normal((5, 8)).astype(np.float32)
+    got = m.run(None, {"x": x})[0]
+    cube_of_square = ((x * x).astype(np.float64) ** 3).astype(np.float32)
+    np.testing.assert_allclose(got, cube_of_square, rtol=1.2e-7, atol=0)
+    np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], rtol=3e-7, atol=0)
