@@ -1,6 +1,6 @@
 """Rewrites that make real exports fast, on the IR, before the plan is built:
 
-* ``Pow`` by a constant 2 becomes ``Mul(x, x)``;
+* ``Pow`` by a constant 2 or 3 becomes products of x;
 * the Erf subgraph of GELU (``x * 0.5 * (1 + erf(x / sqrt 2))`` in either association, or
   with ``x * (1/sqrt 2)``) becomes one ``Gelu`` node;
 * ``BatchNormalization`` after a ``Conv`` whose weights are initializers is folded into the
@@ -192,25 +192,37 @@ def prune(graph):
         dropped += len(dead)
 
 
-def pow_squares(graph):
-    """``Pow`` by a constant float exponent 2 (the variance in exported LayerNorm and
-    RMSNorm subgraphs) becomes ``Mul(x, x)``: the correctly rounded product, no power."""
+def pow_products(graph):
+    """``Pow`` by a constant float exponent 2 or 3 becomes products: ``Mul(x, x)`` (the
+    variance in exported LayerNorm and RMSNorm subgraphs: the correctly rounded square) and
+    ``Mul(Mul(x, x), x)`` (the cube of exported tanh-GELU, as ONNX Runtime and PyTorch
+    compute it). A general power costs an exp and a log per element."""
     ix = _Index(graph)
     n = 0
+    nodes = []
     for node in graph.nodes:
-        if node.op != "Pow" or len(node.inputs) != 2:
-            continue
-        c = ix.const(node.inputs[1])
-        if c is not None and c.size == 1 and c.dtype.kind == "f" and float(c.reshape(())) == 2:
+        c = ix.const(node.inputs[1]) if node.op == "Pow" and len(node.inputs) == 2 else None
+        e = float(c.reshape(())) if c is not None and c.size == 1 and c.dtype.kind == "f" \
+            else None
+        if e == 2:
             node.op = "Mul"
             node.inputs = [node.inputs[0], node.inputs[0]]
             n += 1
+        elif e == 3:
+            x = node.inputs[0]
+            sq = node.outputs[0] + "_square"
+            nodes.append(type(node)(node.name + "_square", "Mul", [x, x], [sq]))
+            node.op = "Mul"
+            node.inputs = [sq, x]
+            n += 1
+        nodes.append(node)
+    graph.nodes[:] = nodes
     return n
 
 
 def rewrite(graph):
     """Apply every rewrite; returns {rewrite: count}."""
-    return {"pow_squares": pow_squares(graph),
+    return {"pow_products": pow_products(graph),
             "gelu": fuse_gelu(graph), "batch_norm_folded": fold_batch_norm(graph),
             "gemm_to_matmul": gemm_to_matmul(graph),
             "epilogues": epilogues(graph), "fused_chains": fuse_chains(graph),

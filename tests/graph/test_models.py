@@ -137,25 +137,31 @@ def test_shape_arithmetic_memo_stays_bounded_and_right(exported, monkeypatch):
     assert len(m.plan._per_shape) <= 4
 
 
-def test_pow_by_two_becomes_a_product_and_other_powers_stay():
-    """Pow by a constant 2 (exported variance subgraphs) runs as Mul(x, x): bit for bit the
-    correctly rounded square; Pow by 3 stays a power. Both agree with ONNX Runtime."""
+def test_pow_by_two_and_three_become_products_and_other_powers_stay():
+    """Pow by a constant 2 (exported variance subgraphs) runs as Mul(x, x), bit for bit the
+    correctly rounded square; Pow by 3 (exported tanh-GELU) as Mul(Mul(x, x), x); Pow by 2.5
+    stays a power. All agree with ONNX Runtime."""
     pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
-    nodes = [helper.make_node("Pow", ["x", "two"], ["p"]), helper.make_node("Pow", ["p", "three"],
-                                                                          ["y"])]
+    nodes = [helper.make_node("Pow", ["x", "two"], ["p"]),
+             helper.make_node("Pow", ["p", "three"], ["q"]),
+             helper.make_node("Pow", ["q", "quarter"], ["y"])]
     g = helper.make_graph(nodes, "pow",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8]),
+                           helper.make_tensor_value_info("p", TensorProto.FLOAT, ["n", 8])],
                           [numpy_helper.from_array(np.array(2.0, np.float32), "two"),
-                           numpy_helper.from_array(np.array(3.0, np.float32), "three")])
+                           numpy_helper.from_array(np.array(3.0, np.float32), "three"),
+                           numpy_helper.from_array(np.array(0.25, np.float32), "quarter")])
     data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
     m = dynshape.load_onnx(data)
-    assert m.rewrites["pow_squares"] == 1
-    assert [n.op for n in m.graph.nodes] == ["Mul", "Pow"]
+    assert m.rewrites["pow_products"] == 2
+    assert [n.op for n in m.graph.nodes] == ["Mul", "Mul", "Mul", "Pow"]
     sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
-    x = np.random.default_rng(3).standard_normal((5, 8)).astype(np.float32)
-    got = m.run(None, {"x": x})[0]
-    cube_of_square = ((x * x).astype(np.float64) ** 3).astype(np.float32)
-    np.testing.assert_allclose(got, cube_of_square, rtol=1.2e-7, atol=0)
-    np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], rtol=3e-7, atol=0)
+    x = np.abs(np.random.default_rng(3).standard_normal((5, 8))).astype(np.float32) + 0.5
+    y, p = m.run(None, {"x": x})
+    np.testing.assert_array_equal(p, x * x)
+    np.testing.assert_allclose(y, ((x * x) * (x * x) * (x * x)) ** np.float32(0.25),
+                               rtol=3e-7, atol=0)
+    for got, ref in zip((y, p), sess.run(None, {"x": x})):
+        np.testing.assert_allclose(got, ref, rtol=3e-7, atol=0)
