@@ -2,7 +2,8 @@
 
 * ``Pow`` by a constant 2 or 3 becomes products of x;
 * the Erf subgraph of GELU (``x * 0.5 * (1 + erf(x / sqrt 2))`` in either association, or
-  with ``x * (1/sqrt 2)``) becomes one ``Gelu`` node;
+  with ``x * (1/sqrt 2)``) becomes one ``Gelu`` node, and so does its tanh form
+  (``approximate="tanh"``, the cube as ``Pow(x, 3)``);
 * ``BatchNormalization`` after a ``Conv`` whose weights are initializers is folded into the
   conv's weights and bias;
 * ``MatMul`` + ``Add`` of a bias vector becomes one matmul with a bias epilogue, and a
@@ -47,44 +48,92 @@ def _near(v, target):
     return v is not None and v.size == 1 and abs(float(v.reshape(())) - target) < 1e-4
 
 
+def _gelu_tail(ix, x, inner):
+    """The nodes computing ``0.5 * x * (1 + inner)`` from the node ``inner``, in either
+    association: (their output, [nodes]) or None."""
+    add = ix.only_reader(inner.outputs[0])
+    if add is None or add.op != "Add" or not _near(ix.const(ix.other(add, inner.outputs[0])), 1):
+        return None
+    m1 = ix.only_reader(add.outputs[0])
+    if m1 is None or m1.op != "Mul":
+        return None
+    o1 = ix.other(m1, add.outputs[0])
+    if o1 == x:                                      # (x * (1 + inner)) * 0.5
+        m2 = ix.only_reader(m1.outputs[0])
+        if m2 is None or m2.op != "Mul" or not _near(ix.const(ix.other(m2, m1.outputs[0])),
+                                                     0.5):
+            return None
+        return m2.outputs[0], [add, m1, m2]
+    h = ix.prod.get(o1)                              # (x * 0.5) * (1 + inner)
+    if h is None or h.op != "Mul" or ix.other(h, x) is None or \
+            not _near(ix.const(ix.other(h, x)), 0.5) or ix.only_reader(o1) is not m1:
+        return None
+    return m1.outputs[0], [add, h, m1]
+
+
+def _const_operand(ix, node, target):
+    """The other operand of a binary ``node`` one of whose operands is the constant
+    ``target``, or None."""
+    a, b = node.inputs[:2]
+    if _near(ix.const(b), target):
+        return a
+    if _near(ix.const(a), target):
+        return b
+    return None
+
+
+def _erf_gelu(ix, e):
+    """(x, the nodes of x / sqrt 2 (or x * (1 / sqrt 2)) and the Erf) of an Erf node."""
+    d = ix.prod.get(e.inputs[0])
+    if d is None or not ((d.op == "Div" and _near(ix.const(d.inputs[1]), math.sqrt(2)))
+                         or (d.op == "Mul" and _const_operand(ix, d, 1 / math.sqrt(2)))):
+        return None
+    x = d.inputs[0] if d.op == "Div" else _const_operand(ix, d, 1 / math.sqrt(2))
+    return x, [d, e]
+
+
+def _tanh_gelu(ix, t):
+    """(x, the nodes of sqrt(2/pi) * (x + 0.044715 * x ** 3) and the Tanh) of a Tanh node
+    (the cube as ``Pow(x, 3)``: exported tanh-GELU, before :func:`pow_products`)."""
+    m = ix.prod.get(t.inputs[0])
+    s = _const_operand(ix, m, math.sqrt(2 / math.pi)) if m is not None and m.op == "Mul" \
+        else None
+    a = ix.prod.get(s) if s is not None else None
+    if a is None or a.op != "Add":
+        return None
+    for x, k in (a.inputs[:2], a.inputs[1::-1]):
+        kn = ix.prod.get(k)
+        c = _const_operand(ix, kn, 0.044715) if kn is not None and kn.op == "Mul" else None
+        pn = ix.prod.get(c) if c is not None else None
+        if pn is not None and pn.op == "Pow" and pn.inputs[0] == x and \
+                _near(ix.const(pn.inputs[1]), 3):
+            return x, [pn, kn, a, m, t]
+    return None
+
+
 def fuse_gelu(graph):
+    """GELU subgraphs into one ``Gelu`` node: ``0.5 * x * (1 + erf(x / sqrt 2))`` and the
+    tanh form ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x ** 3)))``
+    (``approximate="tanh"``), each in either association of the outer products."""
     ix = _Index(graph)
     drop, n_done = set(), 0
     for e in list(graph.nodes):
-        if e.op != "Erf" or e.name in drop:
+        if e.name in drop:
             continue
-        d = ix.prod.get(e.inputs[0])
-        if d is None or not ((d.op == "Div" and _near(ix.const(d.inputs[1]), math.sqrt(2)))
-                             or (d.op == "Mul" and (_near(ix.const(d.inputs[1]), 1 / math.sqrt(2))
-                                                    or _near(ix.const(d.inputs[0]),
-                                                             1 / math.sqrt(2))))):
+        head = _erf_gelu(ix, e) if e.op == "Erf" else _tanh_gelu(ix, e) if e.op == "Tanh" \
+            else None
+        tail = _gelu_tail(ix, head[0], e) if head is not None else None
+        if tail is None:
             continue
-        x = d.inputs[0] if d.op == "Div" or ix.const(d.inputs[1]) is not None else d.inputs[1]
-        add = ix.only_reader(e.outputs[0])
-        if add is None or add.op != "Add" or not _near(ix.const(ix.other(add, e.outputs[0])), 1):
-            continue
-        m1 = ix.only_reader(add.outputs[0])
-        if m1 is None or m1.op != "Mul":
-            continue
-        o1 = ix.other(m1, add.outputs[0])
-        if o1 == x:                                  # (x * (1 + erf)) * 0.5
-            m2 = ix.only_reader(m1.outputs[0])
-            if m2 is None or m2.op != "Mul" or not _near(ix.const(ix.other(m2, m1.outputs[0])),
-                                                         0.5):
-                continue
-            out, dead = m2.outputs[0], [d, e, add, m1, m2]
-        else:                                        # (x * 0.5) * (1 + erf)
-            h = ix.prod.get(o1)
-            if h is None or h.op != "Mul" or ix.other(h, x) is None or \
-                    not _near(ix.const(ix.other(h, x)), 0.5) or ix.only_reader(o1) is not m1:
-                continue
-            out, dead = m1.outputs[0], [d, e, add, h, m1]
-        if any(ix.only_reader(n.outputs[0]) is None for n in dead[:-1] if n is not d) or \
-                ix.only_reader(d.outputs[0]) is not e:
+        x, first = head
+        out, dead = tail[0], first + tail[1]
+        # every intermediate value is read by the next node only (x by several)
+        if any(ix.only_reader(n.outputs[0]) is None for n in dead[:-1]):
             continue
         drop.update(n.name for n in dead)
         last = dead[-1]
-        last.op, last.inputs, last.attrs = "Gelu", [x], {"approximate": "none"}
+        last.op, last.inputs = "Gelu", [x]
+        last.attrs = {"approximate": "none" if e.op == "Erf" else "tanh"}
         last.outputs = [out]
         drop.discard(last.name)
         n_done += 1
@@ -222,8 +271,9 @@ def pow_products(graph):
 
 def rewrite(graph):
     """Apply every rewrite; returns {rewrite: count}."""
-    return {"pow_products": pow_products(graph),
-            "gelu": fuse_gelu(graph), "batch_norm_folded": fold_batch_norm(graph),
+    # GELU first: its tanh form is matched with its cube still a Pow
+    return {"gelu": fuse_gelu(graph), "pow_products": pow_products(graph),
+            "batch_norm_folded": fold_batch_norm(graph),
             "gemm_to_matmul": gemm_to_matmul(graph),
             "epilogues": epilogues(graph), "fused_chains": fuse_chains(graph),
             "pruned": prune(graph)}

@@ -1,5 +1,7 @@
 """Real models exported from PyTorch with dynamic axes, run at several shapes against ONNX
 Runtime, with zero Numba compilations after the first shape."""
+import math
+
 import numpy as np
 import pytest
 
@@ -165,3 +167,46 @@ def test_pow_by_two_and_three_become_products_and_other_powers_stay():
                                rtol=3e-7, atol=0)
     for got, ref in zip((y, p), sess.run(None, {"x": x})):
         np.testing.assert_allclose(got, ref, rtol=3e-7, atol=0)
+
+
+@pytest.mark.parametrize("form", ["x * 0.5 first", "x * inner first", "pow operands swapped"])
+def test_tanh_gelu_subgraph_becomes_one_gelu_node(form):
+    """The tanh form of GELU as exports write it (``0.5 * x * (1 + tanh(sqrt(2/pi) *
+    (x + 0.044715 * pow(x, 3))))``, either association of the outer products, operands in
+    either order) becomes one Gelu node (approximate="tanh") and agrees with ONNX Runtime
+    running the subgraph; a graph whose intermediate is also an output is left alone."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    c = {"three": 3.0, "k": 0.044715, "r": math.sqrt(2 / math.pi), "one": 1.0, "half": 0.5}
+    swap = form == "pow operands swapped"
+    nodes = [helper.make_node("Pow", ["x", "three"], ["p"]),
+             helper.make_node("Mul", ["p", "k"] if not swap else ["k", "p"], ["kp"]),
+             helper.make_node("Add", ["x", "kp"] if not swap else ["kp", "x"], ["s"]),
+             helper.make_node("Mul", ["r", "s"] if not swap else ["s", "r"], ["z"]),
+             helper.make_node("Tanh", ["z"], ["t"]),
+             helper.make_node("Add", ["t", "one"], ["a"])]
+    if form == "x * 0.5 first":
+        nodes += [helper.make_node("Mul", ["x", "half"], ["h"]),
+                  helper.make_node("Mul", ["h", "a"], ["y"])]
+    else:
+        nodes += [helper.make_node("Mul", ["x", "a"], ["m"]),
+                  helper.make_node("Mul", ["m", "half"], ["y"])]
+    inits = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in c.items()]
+
+    def build(outputs):
+        g = helper.make_graph(nodes, "gelu_tanh",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, ["n", 8])
+                               for o in outputs], inits)
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]) \
+            .SerializeToString()
+    data = build(["y"])
+    m = dynshape.load_onnx(data)
+    assert m.rewrites["gelu"] == 1
+    assert [(n.op, n.attrs) for n in m.graph.nodes] == [("Gelu", {"approximate": "tanh"})]
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    x = (np.random.default_rng(4).standard_normal((9, 8)) * 3).astype(np.float32)
+    np.testing.assert_allclose(m.run(None, {"x": x})[0], sess.run(None, {"x": x})[0],
+                               rtol=1e-5, atol=1e-6)
+    kept = dynshape.load_onnx(build(["y", "t"]))
+    assert kept.rewrites["gelu"] == 0
