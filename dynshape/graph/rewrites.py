@@ -241,6 +241,14 @@ def prune(graph):
         dropped += len(dead)
 
 
+def _fresh(name, taken):
+    """``name``, suffixed until it is in no use; recorded as taken."""
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
 def pow_products(graph):
     """``Pow`` by a constant float exponent 2 or 3 becomes products: ``Mul(x, x)`` (the
     variance in exported LayerNorm and RMSNorm subgraphs: the correctly rounded square) and
@@ -249,6 +257,8 @@ def pow_products(graph):
     ix = _Index(graph)
     n = 0
     nodes = []
+    taken = set(ix.prod) | set(graph.initializers) | {v.name for v in graph.inputs} | \
+        {nd.name for nd in graph.nodes}
     for node in graph.nodes:
         c = ix.const(node.inputs[1]) if node.op == "Pow" and len(node.inputs) == 2 else None
         e = float(c.reshape(())) if c is not None and c.size == 1 and c.dtype.kind == "f" \
@@ -259,8 +269,8 @@ def pow_products(graph):
             n += 1
         elif e == 3:
             x = node.inputs[0]
-            sq = node.outputs[0] + "_square"
-            nodes.append(type(node)(node.name + "_square", "Mul", [x, x], [sq]))
+            sq = _fresh(node.outputs[0] + "_square", taken)
+            nodes.append(type(node)(_fresh(node.name + "_square", taken), "Mul", [x, x], [sq]))
             node.op = "Mul"
             node.inputs = [sq, x]
             n += 1

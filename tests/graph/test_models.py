@@ -210,3 +210,26 @@ def test_tanh_gelu_subgraph_becomes_one_gelu_node(form):
                                rtol=1e-5, atol=1e-6)
     kept = dynshape.load_onnx(build(["y", "t"]))
     assert kept.rewrites["gelu"] == 0
+
+
+def test_pow_by_three_names_its_square_apart_from_existing_values():
+    """The square that Pow by 3 introduces takes a value name no other value has (here the
+    graph already holds a value ``q_square``): both outputs stay right."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    nodes = [helper.make_node("Pow", ["x", "three"], ["q"], name="q"),
+             helper.make_node("Relu", ["x"], ["q_square"], name="q_square")]
+    g = helper.make_graph(nodes, "pow3",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                          [helper.make_tensor_value_info(v, TensorProto.FLOAT, ["n", 4])
+                           for v in ("q", "q_square")],
+                          [numpy_helper.from_array(np.array(3.0, np.float32), "three")])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    m = dynshape.load_onnx(data)
+    assert m.rewrites["pow_products"] == 1
+    names = [o for n in m.graph.nodes for o in n.outputs]
+    assert len(names) == len(set(names)) and len({n.name for n in m.graph.nodes}) == 3
+    x = np.random.default_rng(6).standard_normal((3, 4)).astype(np.float32)
+    q, r = m.run(None, {"x": x})
+    np.testing.assert_array_equal(q, (x * x) * x)
+    np.testing.assert_array_equal(r, np.maximum(x, 0))
