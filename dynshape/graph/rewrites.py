@@ -85,11 +85,12 @@ def _const_operand(ix, node, target):
 def _erf_gelu(ix, e):
     """(x, the nodes of x / sqrt 2 (or x * (1 / sqrt 2)) and the Erf) of an Erf node."""
     d = ix.prod.get(e.inputs[0])
-    if d is None or not ((d.op == "Div" and _near(ix.const(d.inputs[1]), math.sqrt(2)))
-                         or (d.op == "Mul" and _const_operand(ix, d, 1 / math.sqrt(2)))):
-        return None
-    x = d.inputs[0] if d.op == "Div" else _const_operand(ix, d, 1 / math.sqrt(2))
-    return x, [d, e]
+    x = None
+    if d is not None and d.op == "Div" and _near(ix.const(d.inputs[1]), math.sqrt(2)):
+        x = d.inputs[0]
+    elif d is not None and d.op == "Mul":
+        x = _const_operand(ix, d, 1 / math.sqrt(2))
+    return None if x is None else (x, [d, e])
 
 
 def _tanh_gelu(ix, t):

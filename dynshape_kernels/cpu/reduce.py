@@ -10,7 +10,8 @@ by the executor and stored in the reduction block:
 * ``STRAT_LANES`` (reductions over the innermost memory axis): each output element reduces its
   own elements, the innermost reduced dimension walked as one contiguous run per outer reduced
   index (sums: a re-associated loop LLVM vectorizes with 16-lane partial sums; max/min: one
-  vectorized pass with a NaN flag, ``reduce_runs._ext_run``; arg: a compare loop).
+  vectorized pass with a NaN flag, ``reduce_runs._ext_run``; argmax/argmin: that pass, then a
+  search for the first occurrence, or a compare loop for runs under ``SHORT_ARG``).
 * ``STRAT_COLUMNS`` (reductions over a leading or middle axis): a tile row keeps one
   accumulator per output column and adds whole vectors of the contiguous kept axis per reduced
   index, so the input is read in memory order, never with a scalar loop over a huge stride.
