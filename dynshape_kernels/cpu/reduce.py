@@ -58,6 +58,7 @@ from .reduce_runs import (N_CHUNKS, _arg_run, _ext_run, _strictly_better, _sum_r
 from .half import compute_empty, is_half, load, store
 from .tiles import make_tile_geometry
 from .borrowed import borrowed
+from . import reduce_split
 
 
 # Tile shapes (rows, columns, partial window) over the output plane, by slot. The kernels
@@ -405,6 +406,15 @@ def reduce_driver(x, o, oi, of, common, entries):
     if serial_work(common, _RB, SERIAL_READS):
         reduce_chunk((x, o, oi, of, common, entries, np.int64(0), np.int64(1), total,
                       np.int64(1)))
+    elif common[C_M] * common[C_N] * common[C_NOUTER] == 1:
+        # one output element: its reduced elements split between the threads (reduce_split)
+        nparts = reduce_split.parts(common, _RB)
+        pf = np.empty(nparts, np.float64)
+        pi = np.empty((nparts, 2), np.int64)
+        for c in prange(nparts):
+            reduce_part((x, pf, pi, common, entries, c, nparts))
+        code, ob, _ = _whole_output(common, entries)
+        reduce_split.combine(x, o, oi, of, pf, pi, code, ob, common[_RB + R_COUNT], nparts)
     else:
         parts = column_parts(total)
         for c in prange(N_CHUNKS):
@@ -441,15 +451,45 @@ def _reduce_chunk(x, o, oi, of, common, entries, first, step, total, parts):
                       idx % parts, parts)
 
 
+@njit(cache=True)
+def _whole_output(common, entries):
+    """(op code, output offset, input offset) of the one output element of a call whose
+    output is one element: the one entry whose tile holds it (a bucketed table's other
+    entries are empty)."""
+    for e in range(entries.shape[0]):
+        local = entries[e, E_KID] - common[C_IDBASE]
+        t0, t1, _ = tile_geometry(local % N_SLOTS)
+        r0, v0 = resolve(entries[e, E_OFF0], entries[e, E_ANCH0], common[C_M], t0)
+        r1, v1 = resolve(entries[e, E_OFF1], entries[e, E_ANCH1], common[C_N], t1)
+        if v0 > 0 and v1 > 0:
+            ob = (outer_offset(common, np.int64(0), np.int64(0)) + r0 * common[C_OPS + OP_SM]
+                  + r1 * common[C_OPS + OP_SN])
+            xb = (outer_offset(common, np.int64(1), np.int64(0))
+                  + r0 * common[C_OPS + OP_BLOCK + OP_SM] + r1 * common[C_OPS + OP_BLOCK + OP_SN])
+            return common[C_OPBASE] + local // N_SLOTS, ob, xb
+    raise ValueError("reduce: a table of one output element has no entry holding it")
+
+
+@njit(cache=True, error_model="numpy")
+def _reduce_part(x, pf, pi, common, entries, part, nparts):
+    """Part ``part`` of ``nparts`` of a one-element output's reduction (``reduce_split``)."""
+    code, _, xb = _whole_output(common, entries)
+    reduce_split.reduce_part(x, pf, pi, common, _RB, code, xb, part, nparts)
+
+
 #: ``_reduce_chunk`` reached by address (``address_link``): the driver's prange body holds a
 #: call, so its four levels (parfor body, two wrappers, driver) do not optimize and generate
 #: the reductions' code again
 CHUNKS = Link("reduce.chunk", lambda: _reduce_chunk,
               lambda dt: signature(dt) + (types.int64,) * 4,
               CATALOG.families["reduce"].dtypes)
+#: ``_reduce_part`` reached by address, for the same reason
+SPLITS = Link("reduce.part", lambda: _reduce_part, lambda dt: _part_signature(dt),
+              CATALOG.families["reduce"].dtypes)
 #: functions the driver reaches by address: drivers.get fills their slots first
-LINKS = (CHUNKS,)
+LINKS = (CHUNKS, SPLITS)
 reduce_chunk = CHUNKS.call
+reduce_part = SPLITS.call
 
 
 def signature(dtype):
@@ -458,3 +498,9 @@ def signature(dtype):
     i64_1d = types.Array(types.int64, 1, "C", readonly=True)
     i64_2d = types.Array(types.int64, 2, "C", readonly=True)
     return (arr(dtype, True), arr(dtype), arr("int64"), arr("float64"), i64_1d, i64_2d)
+
+
+def _part_signature(dtype):
+    x, _, _, _, common, entries = signature(dtype)
+    return (x, types.Array(types.float64, 1, "C"), types.Array(types.int64, 2, "C"), common,
+            entries, types.int64, types.int64)

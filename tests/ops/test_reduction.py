@@ -477,3 +477,73 @@ def test_split_work_items_give_the_whole_items_results(batch, cols, dtype):
             with np.errstate(invalid="ignore"):
                 want = getattr(np, op)(x, axis=1)
             np.testing.assert_array_equal(dynshape.run(op, x, axis=1), want, err_msg=op)
+
+
+def test_one_output_calls_split_into_parts():
+    """How many parts a reduction to one element is split into: one per PART_READS reduced
+    elements, at least 2 and at most N_CHUNKS."""
+    from dynshape_kernels.cpu import reduce_split
+    from dynshape_kernels.cpu.reduce import _RB
+    from dynshape_kernels.abi.common_area import R_COUNT
+    common = np.zeros(_RB + R_COUNT + 1, np.int64)
+    got = []
+    for count in (1 << 15, 3 * reduce_split.PART_READS - 1, 10 ** 6, 10 ** 9):
+        common[_RB + R_COUNT] = count
+        got.append(int(reduce_split.parts(common, _RB)))
+    assert got == [2, 2, 10 ** 6 // reduce_split.PART_READS, 64]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "float16"])
+def test_reductions_to_one_element_split_between_threads(dtype):
+    """A reduction to one element (x.sum(), x.argmax(): one work item) past the serial
+    threshold is split into parts reduced on their own, their partials combined in part
+    order (reduce_split): whole runs per part when there are as many runs as parts, else a
+    slice of every run. Every op agrees with NumPy (extremes, arg-extremes and integer sums
+    exactly, wrapping int64 sums included; float sums and means within the contract) on
+    both kinds of split, contiguous, strided, reversed and transposed; into out= with
+    keepdims. The arg ops' ties: the extreme placed in two parts against their order (a
+    slice of every run puts flat index 99999 in the last part, 100000 in the first) and
+    NaNs likewise give the smaller index."""
+    rng = np.random.default_rng(21)
+    # int64 sums wrap (2**60 x 3e5), as NumPy's; float16 sums stay finite
+    big = {"int64": 2 ** 60, "float16": 1}.get(dtype, 1000)
+    ops = [op for op in OPS if not (dtype == "int64" and op == "mean")]
+    for shape in ((3, 100000), (1000, 700), (250000,), (41, 37, 29)):
+        x = (rng.standard_normal(shape) * big).astype(dtype)
+        views = [x, x[::-1], x.T]
+        if x.ndim > 1:
+            views.append(x[:, ::2])
+        for v in views:
+            for op in ops:
+                _check(op, v, None, False, dynshape.run(op, v))
+            kept = np.zeros((1,) * v.ndim, np.float64 if dtype == "int32" else dtype)
+            if np.dtype(dtype).kind == "f":
+                assert dynshape.run("mean", v, keepdims=True, out=kept) is kept
+                _check("mean", v, None, True, kept)
+    # the extreme at each part's first and last element (5 parts of a run of n)
+    from dynshape_kernels.cpu.reduce_split import PART_READS
+    n = 5 * PART_READS + 3
+    y = rng.standard_normal(n).astype(dtype)
+    edges = sorted({n * p // 5 for p in range(6)} | {n * p // 5 - 1 for p in range(1, 6)})
+    for pos in edges[:-1] if edges[-1] == n else edges:
+        z = y.copy()
+        z[pos] = 100
+        assert dynshape.run("max", z) == 100 and dynshape.run("argmax", z) == pos
+        z[pos] = -100
+        assert dynshape.run("min", z) == -100 and dynshape.run("argmin", z) == pos
+    x = rng.standard_normal((3, 100000)).astype(dtype)
+    hi = np.asarray(x.max() + 1).astype(dtype)
+    x[0, 99999] = x[1, 0] = hi
+    x[2, 5] = -hi
+    assert dynshape.run("argmax", x) == 99999 and dynshape.run("argmin", x) == 200005
+    assert dynshape.run("max", x) == hi
+    if np.dtype(dtype).kind == "f":
+        x[0, 99999] = x[1, 0] = np.nan
+        assert dynshape.run("argmax", x) == 99999 and dynshape.run("argmin", x) == 99999
+        assert np.isnan(dynshape.run("max", x)) and np.isnan(dynshape.run("sum", x))
+        # zeros of both signs in different parts (4 parts of 2**14): max +0, min -0
+        y = np.zeros(1 << 16, dtype)
+        y[:20000] = -0.0
+        assert not np.signbit(dynshape.run("max", y)) and np.signbit(dynshape.run("min", y))
+        y[30000] = 1
+        assert dynshape.run("argmax", y) == 30000 and dynshape.run("argmin", y) == 0

@@ -1,0 +1,230 @@
+"""Whole reductions split into parts: one output element whose reduced elements are shared
+out between the threads, each part reduced into a partial result, the partials combined.
+
+The reduce driver's work items are output elements (tiles of them): a reduction of the whole
+array (``x.sum()``, ``x.max()``, ``x.argmax()``) has one, which one thread ran alone. When the
+output is one element and the call is not serial (``reduce_runs.serial_work``), the driver
+splits the reduced elements into :func:`parts` parts instead, reduces each on its own
+(``reduce.SPLITS``, one ``prange`` iteration per part) into a partial kept in two small
+arrays (``pf``: float64, ``pi``: int64 pairs), then combines the partials in part order
+(:func:`combine`).
+
+A part is a *span* of the reduced elements seen as ``runs`` runs of ``L`` (``red_runs``):
+whole runs ``[k0, k1)`` when there are at least as many runs as parts, otherwise the
+elements ``[i0, i1)`` of every run. With ``parts <= count // PART_READS`` no span is empty.
+
+Partials: sums of floats in float64 (the accumulator the unsplit path uses), of integers in
+int64 (wrapping: the combined sum is the same as the unsplit one), integer means in float64;
+max/min values exactly (floats widened to float64, integers in int64); arg ops a value and
+its flat index. The combine takes arg partials by value, then by the smaller index on ties
+(parts that split within runs do not hold increasing indices), the first NaN winning.
+Results: max, min, argmax, argmin and integer sums are those of the unsplit path exactly;
+float sums and means are within the documented bounds (``reduce``'s docstring), the partial
+sums adding once more per part.
+"""
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+from ..abi.common_area import R_COUNT, R_STR
+from ..abi.vocabulary import ARGMAX, MAX, MEAN, MIN, SUM
+from .half import is_half, load, store
+from .reduce_runs import (N_CHUNKS, _arg_run, _ext_run, _strictly_better, _sum_run, finish,
+                          nan_max, nan_min, red_offset, red_runs, strided)
+
+#: elements a part reduces at least (a part's own cost, locating its span, is ~0.1 us)
+PART_READS = 1 << 14
+
+
+@njit(cache=True)
+def parts(common, rb):
+    """How many parts the reduced elements of the one output are split into: one per
+    PART_READS elements, at most N_CHUNKS (enough for 64 threads)."""
+    return max(np.int64(2), min(np.int64(N_CHUNKS), common[rb + R_COUNT] // PART_READS))
+
+
+@njit(inline="always")
+def _span(runs, L, part, nparts):
+    """(k0, k1, i0, i1): the runs and the elements of each run of one part."""
+    if runs >= nparts:
+        return runs * part // nparts, runs * (part + 1) // nparts, 0, L
+    return 0, runs, L * part // nparts, L * (part + 1) // nparts
+
+
+# ---- partial results: floats in pf[part], integers in pi[part, 1], indices in pi[part, 0] --
+def _save(pf, pi, part, v):
+    """Keep the partial value ``v`` of ``part``."""
+
+
+@overload(_save)
+def _save_impl(pf, pi, part, v):
+    if isinstance(v, types.Float):
+        def save_f(pf, pi, part, v):
+            pf[part] = v
+        return save_f
+
+    def save_i(pf, pi, part, v):
+        pi[part, 1] = v
+    return save_i
+
+
+def _saved(pf, pi, part, like):
+    """The partial value of ``part``, of the kind of ``like``."""
+
+
+@overload(_saved)
+def _saved_impl(pf, pi, part, like):
+    if isinstance(like, types.Float):
+        return lambda pf, pi, part, like: pf[part]
+    return lambda pf, pi, part, like: pi[part, 1]
+
+
+# ---- one part ----------------------------------------------------------------------------
+@njit(cache=True)
+def _span_sum(x, xb, common, rb, part, nparts, zero):
+    runs, L, ndo = red_runs(common, rb)
+    s = common[rb + R_STR + ndo]
+    k0, k1, i0, i1 = _span(runs, L, part, nparts)
+    n = i1 - i0
+    acc = zero
+    for k in range(k0, k1):
+        p = xb + red_offset(common, rb, k, ndo, 0) + i0 * s
+        if s == 1:
+            acc = _sum_run(x[p:p + n], acc)
+        else:
+            acc = _sum_run(strided(x, p, s, n), acc)
+    return acc
+
+
+@njit(cache=True)
+def _span_ext(x, xb, common, rb, part, nparts, ismax):
+    runs, L, ndo = red_runs(common, rb)
+    s = common[rb + R_STR + ndo]
+    k0, k1, i0, i1 = _span(runs, L, part, nparts)
+    n = i1 - i0
+    r = load(x[xb + red_offset(common, rb, k0, ndo, 0) + i0 * s])
+    for k in range(k0, k1):
+        p = xb + red_offset(common, rb, k, ndo, 0) + i0 * s
+        if s == 1:
+            v = _ext_run(x[p:p + n], ismax)
+        else:
+            v = _ext_run(strided(x, p, s, n), ismax)
+        r = nan_max(r, v) if ismax else nan_min(r, v)
+    return r
+
+
+@njit(cache=True)
+def _span_arg(x, xb, common, rb, part, nparts, ismax):
+    runs, L, ndo = red_runs(common, rb)
+    s = common[rb + R_STR + ndo]
+    k0, k1, i0, i1 = _span(runs, L, part, nparts)
+    n = i1 - i0
+    bv = load(x[xb + red_offset(common, rb, k0, ndo, 0) + i0 * s])
+    bi = k0 * L + i0
+    for k in range(k0, k1):
+        p = xb + red_offset(common, rb, k, ndo, 0) + i0 * s
+        if s == 1:
+            bv, bi = _arg_run(x[p:p + n], k * L + i0, ismax, bv, bi)
+        else:
+            bv, bi = _arg_run(strided(x, p, s, n), k * L + i0, ismax, bv, bi)
+    return bv, bi
+
+
+def _part_sum(x, pf, pi, common, rb, xb, part, nparts, mean):
+    """A part's sum: float64 for floats and integer means, int64 for integer sums (the
+    accumulators of the unsplit path)."""
+
+
+@overload(_part_sum)
+def _part_sum_impl(x, pf, pi, common, rb, xb, part, nparts, mean):
+    if isinstance(x.dtype, types.Float) or is_half(x.dtype):
+        def part_f(x, pf, pi, common, rb, xb, part, nparts, mean):
+            pf[part] = _span_sum(x, xb, common, rb, part, nparts, 0.0)
+        return part_f
+
+    def part_i(x, pf, pi, common, rb, xb, part, nparts, mean):
+        if mean:
+            pf[part] = _span_sum(x, xb, common, rb, part, nparts, 0.0)
+        else:
+            pi[part, 1] = _span_sum(x, xb, common, rb, part, nparts, np.int64(0))
+    return part_i
+
+
+@njit(cache=True)
+def reduce_part(x, pf, pi, common, rb, code, xb, part, nparts):
+    """Reduce part ``part`` of ``nparts`` of the one output's elements (input offset ``xb``)
+    by op ``code`` into its partial."""
+    if code == SUM or code == MEAN:
+        _part_sum(x, pf, pi, common, rb, xb, part, nparts, code == MEAN)
+    elif code == MAX or code == MIN:
+        _save(pf, pi, part, _widen(_span_ext(x, xb, common, rb, part, nparts, code == MAX)))
+    else:
+        bv, bi = _span_arg(x, xb, common, rb, part, nparts, code == ARGMAX)
+        _save(pf, pi, part, _widen(bv))
+        pi[part, 0] = bi
+
+
+def _widen(v):
+    """A partial value as kept: floats as float64, integers as int64 (both exact)."""
+
+
+@overload(_widen)
+def _widen_impl(v):
+    if isinstance(v, types.Float):
+        return lambda v: np.float64(v)
+    return lambda v: np.int64(v)
+
+
+# ---- the combine -------------------------------------------------------------------------
+@njit(cache=True)
+def combine(x, o, oi, of, pf, pi, code, ob, count, nparts):
+    """Combine the ``nparts`` partials in part order into the output element at ``ob`` of
+    the op's output buffer (``o``, ``oi`` or ``of``, as ``reduce.reduce_driver``)."""
+    if code == SUM or code == MEAN:
+        _combine_sum(o, oi, of, pf, pi, ob, count, nparts, code == MEAN)
+    elif code == MAX or code == MIN:
+        r = _saved(pf, pi, 0, _widen(load(x[0])))
+        for p in range(1, nparts):
+            v = _saved(pf, pi, p, r)
+            r = nan_max(r, v) if code == MAX else nan_min(r, v)
+        o[ob] = store(o, r)
+    else:
+        ismax = code == ARGMAX
+        bv = _saved(pf, pi, 0, _widen(load(x[0])))
+        bi = pi[0, 0]
+        for p in range(1, nparts):
+            v = _saved(pf, pi, p, bv)
+            i = pi[p, 0]
+            tie = (v == bv) or (v != v and bv != bv)
+            if _strictly_better(ismax, v, bv) or (tie and i < bi):
+                bv = v
+                bi = i
+        oi[ob] = bi
+
+
+def _combine_sum(o, oi, of, pf, pi, ob, count, nparts, mean):
+    """Add the partial sums in part order; store the sum or mean (``reduce_runs.finish``)."""
+
+
+@overload(_combine_sum)
+def _combine_sum_impl(o, oi, of, pf, pi, ob, count, nparts, mean):
+    if isinstance(o.dtype, types.Float) or is_half(o.dtype):
+        def combine_f(o, oi, of, pf, pi, ob, count, nparts, mean):
+            acc = 0.0
+            for p in range(nparts):
+                acc += pf[p]
+            o[ob] = store(o, finish(acc, mean, count))
+        return combine_f
+
+    def combine_i(o, oi, of, pf, pi, ob, count, nparts, mean):
+        if mean:
+            acc = 0.0
+            for p in range(nparts):
+                acc += pf[p]
+            of[ob] = acc / count
+        else:
+            acci = np.int64(0)
+            for p in range(nparts):
+                acci += pi[p, 1]
+            oi[ob] = acci
+    return combine_i
