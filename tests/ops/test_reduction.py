@@ -547,3 +547,17 @@ def test_reductions_to_one_element_split_between_threads(dtype):
         assert not np.signbit(dynshape.run("max", y)) and np.signbit(dynshape.run("min", y))
         y[30000] = 1
         assert dynshape.run("argmax", y) == 30000 and dynshape.run("argmin", y) == 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_strided_runs_sum_in_sixteen_lanes(dtype):
+    """Sums over strided runs (a reduced axis walked with a step other than 1) add in 16
+    interleaved partial sums (reduce_runs._sum_strided): every run length around the lane
+    count and its multiples, forward and reversed, each element counted once (integer sums
+    exactly, floats within the contract)."""
+    rng = np.random.default_rng(22)
+    for n in (1, 15, 16, 17, 31, 32, 33, 100):
+        x = (rng.standard_normal((5, 3 * n)) * 1000).astype(dtype)
+        for v in (x[:, ::3], x[:, ::-3]):
+            for op in ("sum", "mean"):
+                _check(op, v, 1, False, dynshape.run(op, v, axis=1))
