@@ -25,7 +25,8 @@ Accuracy (the contract the tests check against NumPy):
   tighter than NumPy's own float32 pairwise sum, so differences to NumPy are NumPy's error
   (bounded by about ``(log2(count) + 8) * 2**-24 * sum(|x|)``).
 * float64 sums accumulate in float64: LANES in 16 x (unroll) interleaved partial sums, error
-  at most ``(count / 16 + 16) * 2**-53 * sum(|x|)``; COLUMNS sequentially along the reduced
+  at most ``(count / 16 + 16) * 2**-53 * sum(|x|)`` (runs walked with a step other than 1: 8
+  partial sums, ``(count / 8 + 8) * 2**-53 * sum(|x|)``); COLUMNS sequentially along the reduced
   axis like NumPy's own strided reductions, error at most ``count * 2**-53 * sum(|x|)``.
 * float16 / bfloat16 (through their carriers, ``half.py``): every element is widened to float32
   as it is loaded; sums and means accumulate in float64 as for float32 and round once to the
@@ -53,8 +54,9 @@ from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noq
                               SUM)
 from .elementwise import outer_offset, resolve
 from .reduce_runs import (N_CHUNKS, _arg_run, _ext_run, _strictly_better, _sum_run,  # noqa: F401
-                          _sum_strided, chunk_start, ext_inline, finish, nan_max, nan_min,
-                          red_offset, red_runs, serial_work, strided, SERIAL_READS)
+                          _ext_strided, _sum_strided, chunk_start, ext_inline, finish,
+                          nan_max, nan_min, red_offset, red_runs, serial_work, strided,
+                          SERIAL_READS)
 from .half import compute_empty, is_half, load, store
 from .tiles import make_tile_geometry
 from .borrowed import borrowed
@@ -102,7 +104,7 @@ def _lanes_ext(x, xb, common, ismax):
         if s == 1:
             v = _ext_run(x[p:p + L], ismax)
         else:
-            v = _ext_run(strided(x, p, s, L), ismax)
+            v = _ext_strided(strided(x, p, s, L), ismax)
         r = nan_max(r, v) if ismax else nan_min(r, v)
     return r
 

@@ -30,8 +30,8 @@ from ..abi.common_area import R_COUNT, R_STR
 from ..abi.vocabulary import ARGMAX, MAX, MEAN, MIN, SUM
 from .half import is_half, load, store
 from .reduce_runs import (N_CHUNKS, _arg_run, _ext_run, _strictly_better, _sum_run,
-                          _sum_strided, finish, nan_max, nan_min, red_offset, red_runs,
-                          strided)
+                          _ext_strided, _sum_strided, finish, nan_max, nan_min, red_offset,
+                          red_runs, strided)
 
 #: elements a part reduces at least (a part's own cost, locating its span, is ~0.1 us)
 PART_READS = 1 << 14
@@ -109,7 +109,7 @@ def _span_ext(x, xb, common, rb, part, nparts, ismax):
         if s == 1:
             v = _ext_run(x[p:p + n], ismax)
         else:
-            v = _ext_run(strided(x, p, s, n), ismax)
+            v = _ext_strided(strided(x, p, s, n), ismax)
         r = nan_max(r, v) if ismax else nan_min(r, v)
     return r
 

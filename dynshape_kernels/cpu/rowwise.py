@@ -73,8 +73,9 @@ from ..abi.vocabulary import (LAYER_NORM, LOG_SOFTMAX, RMS_NORM, ROWWISE_OPS,  #
                               SOFTMAX)
 from . import mathfuncs
 from .elementwise import STREAM_ROW_BYTES, outer_offset, resolve, same_element
-from .reduce_runs import (N_CHUNKS, _ext_run, _sum_run, chunk_start, ext_inline, nan_max,
-                          red_offset, red_runs, serial_work, strided, SERIAL_ROW_READS)
+from .reduce_runs import (N_CHUNKS, _ext_run, _ext_strided, _sum_run, chunk_start,
+                          ext_inline, nan_max, red_offset, red_runs, serial_work, strided,
+                          SERIAL_ROW_READS)
 from .half import compute_empty, load, store
 from .scalar_ops import cast_like
 from .tiles import make_tile_geometry
@@ -313,7 +314,7 @@ def _row_max(x, xo, common):
         if sx == 1:
             m = nan_max(m, _ext_run(x[p:p + L], True))
         else:
-            m = nan_max(m, _ext_run(strided(x, p, sx, L), True))
+            m = nan_max(m, _ext_strided(strided(x, p, sx, L), True))
     return m
 
 

@@ -550,14 +550,24 @@ def test_reductions_to_one_element_split_between_threads(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
-def test_strided_runs_sum_in_sixteen_lanes(dtype):
-    """Sums over strided runs (a reduced axis walked with a step other than 1) add in 16
-    interleaved partial sums (reduce_runs._sum_strided): every run length around the lane
-    count and its multiples, forward and reversed, each element counted once (integer sums
-    exactly, floats within the contract)."""
+def test_strided_runs_reduce_in_eight_lanes(dtype):
+    """Sums, max and min over strided runs (a reduced axis walked with a step other than 1)
+    keep 8 interleaved partial results (reduce_runs._sum_strided, _ext_strided): every run
+    length around the lane count, its multiples and the 32-element switch of the extremes,
+    forward and reversed, each element counted once (integer sums exactly, floats within
+    the contract; the extreme and a NaN at every position of a run)."""
     rng = np.random.default_rng(22)
-    for n in (1, 15, 16, 17, 31, 32, 33, 100):
+    for n in (1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 40, 100):
         x = (rng.standard_normal((5, 3 * n)) * 1000).astype(dtype)
         for v in (x[:, ::3], x[:, ::-3]):
-            for op in ("sum", "mean"):
+            for op in ("sum", "mean", "max", "min", "argmax"):
+                _check(op, v, 1, False, dynshape.run(op, v, axis=1))
+        for pos in range(n):
+            y = x.copy()
+            y[0, 3 * pos] = 10 ** 6
+            y[1, 3 * pos] = -10 ** 6
+            if dtype.startswith("float"):
+                y[2, 3 * pos] = np.nan
+            for op in ("max", "min"):
+                v = y[:, ::3]
                 _check(op, v, 1, False, dynshape.run(op, v, axis=1))
