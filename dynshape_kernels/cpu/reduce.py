@@ -54,8 +54,8 @@ from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noq
                               SUM)
 from .elementwise import outer_offset, resolve
 from .reduce_runs import (N_CHUNKS, _arg_run, _ext_run, _strictly_better, _sum_run,  # noqa: F401
-                          _ext_strided, _sum_strided, chunk_start, ext_inline, finish,
-                          nan_max, nan_min, red_offset, red_runs, serial_work, strided,
+                          chunk_start, ext_inline, finish, nan_max, nan_min, red_offset,
+                          red_runs, serial_work, span_arg, span_ext, span_sum, strided,
                           SERIAL_READS)
 from .half import compute_empty, is_half, load, store
 from .tiles import make_tile_geometry
@@ -78,50 +78,6 @@ PART_ALIGN = 16
 
 
 tile_geometry = make_tile_geometry(REDUCE_TILES)
-
-
-@njit(cache=True)
-def _lanes_sum(x, xb, common, zero):
-    runs, L, ndo = red_runs(common, _RB)
-    s = common[_RB + R_STR + ndo]
-    acc = zero
-    for k in range(runs):
-        p = xb + red_offset(common, _RB, k, ndo, 0)
-        if s == 1:
-            acc = _sum_run(x[p:p + L], acc)
-        else:
-            acc = _sum_strided(strided(x, p, s, L), acc)
-    return acc
-
-
-@njit(cache=True)
-def _lanes_ext(x, xb, common, ismax):
-    runs, L, ndo = red_runs(common, _RB)
-    s = common[_RB + R_STR + ndo]
-    r = load(x[xb])
-    for k in range(runs):
-        p = xb + red_offset(common, _RB, k, ndo, 0)
-        if s == 1:
-            v = _ext_run(x[p:p + L], ismax)
-        else:
-            v = _ext_strided(strided(x, p, s, L), ismax)
-        r = nan_max(r, v) if ismax else nan_min(r, v)
-    return r
-
-
-@njit(cache=True)
-def _lanes_arg(x, xb, common, ismax):
-    runs, L, ndo = red_runs(common, _RB)
-    s = common[_RB + R_STR + ndo]
-    bv = load(x[xb])
-    bi = np.int64(0)
-    for k in range(runs):
-        p = xb + red_offset(common, _RB, k, ndo, 0)
-        if s == 1:
-            bv, bi = _arg_run(x[p:p + L], k * L, ismax, bv, bi)
-        else:
-            bv, bi = _arg_run(strided(x, p, s, L), k * L, ismax, bv, bi)
-    return bi
 
 
 # ---- LANES with one contiguous run per output (last-axis reductions, the common case) ------
@@ -286,7 +242,9 @@ def _sum_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, zero, mean):
         return
     for r in range(v0):
         for j in range(v1):
-            acc1 = _lanes_sum(x, xb + r * xsm + j * xsn, common, zero)
+            # the whole span: part 0 of 1 (int64: literals would compile it once more)
+            acc1 = span_sum(x, xb + r * xsm + j * xsn, common, _RB, np.int64(0), np.int64(1),
+                            zero)
             o[ob + r * osm + j * osn] = store(o, finish(acc1, mean, count))
 
 
@@ -312,8 +270,8 @@ def _ext_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, ismax):
         return
     for r in range(v0):
         for j in range(v1):
-            o[ob + r * osm + j * osn] = store(o, _lanes_ext(x, xb + r * xsm + j * xsn, common,
-                                                            ismax))
+            o[ob + r * osm + j * osn] = store(o, span_ext(x, xb + r * xsm + j * xsn, common,
+                                                          _RB, np.int64(0), np.int64(1), ismax))
 
 
 @njit(cache=True)
@@ -343,7 +301,8 @@ def _arg_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, ismax):
         return
     for r in range(v0):
         for j in range(v1):
-            o[ob + r * osm + j * osn] = _lanes_arg(x, xb + r * xsm + j * xsn, common, ismax)
+            o[ob + r * osm + j * osn] = span_arg(x, xb + r * xsm + j * xsn, common, _RB,
+                                                 np.int64(0), np.int64(1), ismax)[1]
 
 
 def _sum_dispatch(x, o, oi, of, ob, osm, osn, xb, xsm, xsn, v0, v1, common, mean):

@@ -328,3 +328,68 @@ def _arg_run(xv, base, ismax, bv, bi):
     if _strictly_better(ismax, v, bv):
         return v, base + i
     return bv, bi
+
+
+# ---- spans: the runs of one output element, or a part of them (reduce_split) -------------
+@njit(inline="always")
+def span_bounds(runs, L, part, nparts):
+    """(k0, k1, i0, i1): runs ``[k0, k1)`` and elements ``[i0, i1)`` of each, part ``part`` of
+    ``nparts`` of ``runs`` runs of ``L``: whole runs when there are at least as many runs as
+    parts, else a slice of every run (part 0 of 1: everything)."""
+    if runs >= nparts:
+        return runs * part // nparts, runs * (part + 1) // nparts, 0, L
+    return 0, runs, L * part // nparts, L * (part + 1) // nparts
+
+
+@njit(cache=True)
+def span_sum(x, xb, common, rb, part, nparts, zero):
+    """Sum from ``zero`` of part ``part`` of ``nparts`` of the reduced elements from ``xb``
+    (the reduction block at ``rb``)."""
+    runs, L, ndo = red_runs(common, rb)
+    s = common[rb + R_STR + ndo]
+    k0, k1, i0, i1 = span_bounds(runs, L, part, nparts)
+    n = i1 - i0
+    acc = zero
+    for k in range(k0, k1):
+        p = xb + red_offset(common, rb, k, ndo, 0) + i0 * s
+        if s == 1:
+            acc = _sum_run(x[p:p + n], acc)
+        else:
+            acc = _sum_strided(strided(x, p, s, n), acc)
+    return acc
+
+
+@njit(cache=True)
+def span_ext(x, xb, common, rb, part, nparts, ismax):
+    """max or min of a part (as :func:`span_sum`), NaN-propagating."""
+    runs, L, ndo = red_runs(common, rb)
+    s = common[rb + R_STR + ndo]
+    k0, k1, i0, i1 = span_bounds(runs, L, part, nparts)
+    n = i1 - i0
+    r = load(x[xb + red_offset(common, rb, k0, ndo, 0) + i0 * s])
+    for k in range(k0, k1):
+        p = xb + red_offset(common, rb, k, ndo, 0) + i0 * s
+        if s == 1:
+            v = _ext_run(x[p:p + n], ismax)
+        else:
+            v = _ext_strided(strided(x, p, s, n), ismax)
+        r = nan_max(r, v) if ismax else nan_min(r, v)
+    return r
+
+
+@njit(cache=True)
+def span_arg(x, xb, common, rb, part, nparts, ismax):
+    """(value, flat index) of the first extreme of a part (as :func:`span_sum`)."""
+    runs, L, ndo = red_runs(common, rb)
+    s = common[rb + R_STR + ndo]
+    k0, k1, i0, i1 = span_bounds(runs, L, part, nparts)
+    n = i1 - i0
+    bv = load(x[xb + red_offset(common, rb, k0, ndo, 0) + i0 * s])
+    bi = k0 * L + i0
+    for k in range(k0, k1):
+        p = xb + red_offset(common, rb, k, ndo, 0) + i0 * s
+        if s == 1:
+            bv, bi = _arg_run(x[p:p + n], k * L + i0, ismax, bv, bi)
+        else:
+            bv, bi = _arg_run(strided(x, p, s, n), k * L + i0, ismax, bv, bi)
+    return bv, bi

@@ -9,7 +9,7 @@ splits the reduced elements into :func:`parts` parts instead, reduces each on it
 arrays (``pf``: float64, ``pi``: int64 pairs), then combines the partials in part order
 (:func:`combine`).
 
-A part is a *span* of the reduced elements seen as ``runs`` runs of ``L`` (``red_runs``):
+A part is a *span* of the reduced elements (``reduce_runs.span_bounds``):
 whole runs ``[k0, k1)`` when there are at least as many runs as parts, otherwise the
 elements ``[i0, i1)`` of every run. With ``parts <= count // PART_READS`` no span is empty.
 
@@ -29,9 +29,8 @@ from numba.extending import overload
 from ..abi.common_area import R_COUNT, R_STR
 from ..abi.vocabulary import ARGMAX, MAX, MEAN, MIN, SUM
 from .half import is_half, load, store
-from .reduce_runs import (N_CHUNKS, _arg_run, _ext_run, _strictly_better, _sum_run,
-                          _ext_strided, _sum_strided, finish, nan_max, nan_min, red_offset,
-                          red_runs, strided)
+from .reduce_runs import (N_CHUNKS, _strictly_better, finish, nan_max, nan_min, span_arg,
+                          span_ext, span_sum)
 
 #: elements a part reduces at least (a part's own cost, locating its span, is ~0.1 us)
 PART_READS = 1 << 14
@@ -42,14 +41,6 @@ def parts(common, rb):
     """How many parts the reduced elements of the one output are split into: one per
     PART_READS elements, at most N_CHUNKS (enough for 64 threads)."""
     return max(np.int64(2), min(np.int64(N_CHUNKS), common[rb + R_COUNT] // PART_READS))
-
-
-@njit(inline="always")
-def _span(runs, L, part, nparts):
-    """(k0, k1, i0, i1): the runs and the elements of each run of one part."""
-    if runs >= nparts:
-        return runs * part // nparts, runs * (part + 1) // nparts, 0, L
-    return 0, runs, L * part // nparts, L * (part + 1) // nparts
 
 
 # ---- partial results: floats in pf[part], integers in pi[part, 1], indices in pi[part, 0] --
@@ -81,56 +72,6 @@ def _saved_impl(pf, pi, part, like):
 
 
 # ---- one part ----------------------------------------------------------------------------
-@njit(cache=True)
-def _span_sum(x, xb, common, rb, part, nparts, zero):
-    runs, L, ndo = red_runs(common, rb)
-    s = common[rb + R_STR + ndo]
-    k0, k1, i0, i1 = _span(runs, L, part, nparts)
-    n = i1 - i0
-    acc = zero
-    for k in range(k0, k1):
-        p = xb + red_offset(common, rb, k, ndo, 0) + i0 * s
-        if s == 1:
-            acc = _sum_run(x[p:p + n], acc)
-        else:
-            acc = _sum_strided(strided(x, p, s, n), acc)
-    return acc
-
-
-@njit(cache=True)
-def _span_ext(x, xb, common, rb, part, nparts, ismax):
-    runs, L, ndo = red_runs(common, rb)
-    s = common[rb + R_STR + ndo]
-    k0, k1, i0, i1 = _span(runs, L, part, nparts)
-    n = i1 - i0
-    r = load(x[xb + red_offset(common, rb, k0, ndo, 0) + i0 * s])
-    for k in range(k0, k1):
-        p = xb + red_offset(common, rb, k, ndo, 0) + i0 * s
-        if s == 1:
-            v = _ext_run(x[p:p + n], ismax)
-        else:
-            v = _ext_strided(strided(x, p, s, n), ismax)
-        r = nan_max(r, v) if ismax else nan_min(r, v)
-    return r
-
-
-@njit(cache=True)
-def _span_arg(x, xb, common, rb, part, nparts, ismax):
-    runs, L, ndo = red_runs(common, rb)
-    s = common[rb + R_STR + ndo]
-    k0, k1, i0, i1 = _span(runs, L, part, nparts)
-    n = i1 - i0
-    bv = load(x[xb + red_offset(common, rb, k0, ndo, 0) + i0 * s])
-    bi = k0 * L + i0
-    for k in range(k0, k1):
-        p = xb + red_offset(common, rb, k, ndo, 0) + i0 * s
-        if s == 1:
-            bv, bi = _arg_run(x[p:p + n], k * L + i0, ismax, bv, bi)
-        else:
-            bv, bi = _arg_run(strided(x, p, s, n), k * L + i0, ismax, bv, bi)
-    return bv, bi
-
-
 def _part_sum(x, pf, pi, common, rb, xb, part, nparts, mean):
     """A part's sum: float64 for floats and integer means, int64 for integer sums (the
     accumulators of the unsplit path)."""
@@ -140,14 +81,14 @@ def _part_sum(x, pf, pi, common, rb, xb, part, nparts, mean):
 def _part_sum_impl(x, pf, pi, common, rb, xb, part, nparts, mean):
     if isinstance(x.dtype, types.Float) or is_half(x.dtype):
         def part_f(x, pf, pi, common, rb, xb, part, nparts, mean):
-            pf[part] = _span_sum(x, xb, common, rb, part, nparts, 0.0)
+            pf[part] = span_sum(x, xb, common, rb, part, nparts, 0.0)
         return part_f
 
     def part_i(x, pf, pi, common, rb, xb, part, nparts, mean):
         if mean:
-            pf[part] = _span_sum(x, xb, common, rb, part, nparts, 0.0)
+            pf[part] = span_sum(x, xb, common, rb, part, nparts, 0.0)
         else:
-            pi[part, 1] = _span_sum(x, xb, common, rb, part, nparts, np.int64(0))
+            pi[part, 1] = span_sum(x, xb, common, rb, part, nparts, np.int64(0))
     return part_i
 
 
@@ -158,9 +99,9 @@ def reduce_part(x, pf, pi, common, rb, code, xb, part, nparts):
     if code == SUM or code == MEAN:
         _part_sum(x, pf, pi, common, rb, xb, part, nparts, code == MEAN)
     elif code == MAX or code == MIN:
-        _save(pf, pi, part, _widen(_span_ext(x, xb, common, rb, part, nparts, code == MAX)))
+        _save(pf, pi, part, _widen(span_ext(x, xb, common, rb, part, nparts, code == MAX)))
     else:
-        bv, bi = _span_arg(x, xb, common, rb, part, nparts, code == ARGMAX)
+        bv, bi = span_arg(x, xb, common, rb, part, nparts, code == ARGMAX)
         _save(pf, pi, part, _widen(bv))
         pi[part, 0] = bi
 
