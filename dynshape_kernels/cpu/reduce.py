@@ -53,7 +53,7 @@ from ..abi.tiles import REDUCE_TILES
 from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noqa: F401
                               SUM)
 from .elementwise import outer_offset, resolve
-from .reduce_runs import (N_CHUNKS, _arg_run, _ext_run, _strictly_better, _sum_run,  # noqa: F401
+from .reduce_runs import (N_CHUNKS, _arg_run, _strictly_better, _sum_run,  # noqa: F401
                           chunk_start, ext_inline, finish, nan_max, nan_min, red_offset,
                           red_runs, serial_work, span_arg, span_ext, span_sum, strided,
                           SERIAL_READS)

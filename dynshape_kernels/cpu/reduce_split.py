@@ -26,13 +26,14 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from ..abi.common_area import R_COUNT, R_STR
+from ..abi.common_area import R_COUNT
 from ..abi.vocabulary import ARGMAX, MAX, MEAN, MIN, SUM
 from .half import is_half, load, store
 from .reduce_runs import (N_CHUNKS, _strictly_better, finish, nan_max, nan_min, span_arg,
                           span_ext, span_sum)
 
-#: elements a part reduces at least (a part's own cost, locating its span, is ~0.1 us)
+#: elements a part reduces at least (each part finds its entry and span again); 2**12 and
+#: 2**16 measured no different from 2**14 at 32k-4e6 float32 elements, within noise
 PART_READS = 1 << 14
 
 
