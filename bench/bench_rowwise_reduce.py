@@ -47,6 +47,7 @@ def cases(quick):
     big = rng.standard_normal((4, 33, 67) if quick else (64, 513, 1027)).astype(np.float32)
     logits = rng.standard_normal((7, 143) if quick else (77, 30522)).astype(np.float32)
     h = rng.standard_normal((9, 96) if quick else (4096, 768)).astype(np.float32)
+    flat = rng.standard_normal((32, 40) if quick else (1000, 1000)).astype(np.float32)
     w = rng.standard_normal(h.shape[1]).astype(np.float32)
     b = rng.standard_normal(h.shape[1]).astype(np.float32)
     # label, op, arrays, attrs, numpy, torch (name, kwargs, has out=), ORT node (op, attrs,
@@ -58,6 +59,10 @@ def cases(quick):
          ("sum", {"dim": 1}, True), ("ReduceSum", {"keepdims": 0}, [1])),
         (f"max middle axis {big.shape}", "max", (big,), {"axis": 1}, lambda: big.max(axis=1),
          ("amax", {"dim": 1}, True), ("ReduceMax", {"keepdims": 0}, [1])),
+        (f"sum of all {flat.shape}", "sum", (flat,), {}, lambda: flat.sum(),
+         ("sum", {"dim": (0, 1)}, True), ("ReduceSum", {"keepdims": 0}, None)),
+        (f"max of all {flat.shape}", "max", (flat,), {}, lambda: flat.max(),
+         ("amax", {"dim": (0, 1)}, True), ("ReduceMax", {"keepdims": 0}, None)),
         (f"softmax rows {logits.shape}", "softmax", (logits,), {"axis": -1},
          lambda: np_softmax(logits), ("softmax", {"dim": -1}, True),
          ("Softmax", {"axis": -1}, None)),
