@@ -300,8 +300,9 @@ def test_no_compilation_for_new_shapes():
     for dt in DTYPES:                  # warm: tables and every driver path
         dynshape.run("sum", rng.standard_normal((3, 4)).astype(dt), axis=0)
     with testing.count_compilations() as c:
+        # (300, 200) whole: past the serial threshold, the split into parts (reduce_split)
         for shape, axis in (((17, 3, 5), 1), ((2, 999), -1), ((7, 6, 5, 4), (0, 2)),
-                            ((40,), None)):
+                            ((40,), None), ((300, 200), None)):
             for dt in DTYPES:
                 x = (rng.standard_normal(shape) * 10).astype(dt)
                 for op in OPS:
