@@ -7,8 +7,8 @@ from numba.extending import overload
 
 from ..abi.vocabulary import LAYER_NORM, LOG_SOFTMAX, MAX, MEAN, SOFTMAX, SUM
 from . import rowwise
-from .half import is_half, store
-from .reduce_runs import _ext_run, _sum_run, nan_max, nan_min
+from .half import is_half
+from .reduce_runs import _ext_run, _store_sum, _sum_run, _sum_zero, nan_max, nan_min  # noqa: F401
 
 
 # ---- row-wise tail on a contiguous row -------------------------------------------------------
@@ -55,36 +55,6 @@ def _row_op_impl(code, row, out, eps):
 
 
 # ---- reduction accumulators --------------------------------------------------------------------
-def _sum_zero(x):
-    """The sum accumulator of x's dtype: float64 for floats, int64 for integers."""
-
-
-@overload(_sum_zero)
-def _sum_zero_impl(x):
-    if isinstance(x.dtype, types.Float) or is_half(x.dtype):
-        return lambda x: np.float64(0.0)
-    return lambda x: np.int64(0)
-
-
-def _store_sum(o, oi, of, k, acc, mean, count):
-    """Write a finished sum/mean to the output of its kind (see module docstring)."""
-
-
-@overload(_store_sum)
-def _store_sum_impl(o, oi, of, k, acc, mean, count):
-    if isinstance(o.dtype, types.Float) or is_half(o.dtype):
-        def impl_f(o, oi, of, k, acc, mean, count):
-            o[k] = store(o, acc / count if mean else acc)
-        return impl_f
-
-    def impl_i(o, oi, of, k, acc, mean, count):
-        if mean:
-            of[k] = np.float64(acc) / count
-        else:
-            oi[k] = acc
-    return impl_i
-
-
 @njit(cache=True, error_model="numpy")
 def _reduce_block(code, buf, off, n, acc, ext, first):
     """Fold buf[off:off+n] into the running sum ``acc`` or extreme ``ext`` (``first``: the

@@ -9,7 +9,7 @@ from numba.extending import intrinsic, overload
 from ..abi.common_area import (C_M, C_N, C_NOUTER, MAX_RED, R_COUNT, R_ND, R_SHAPE, R_STR)
 from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noqa: F401
                               SUM)
-from .half import load
+from .half import is_half, load, store
 
 
 # arg-extremes of runs shorter than this compare element after element; longer runs find
@@ -122,6 +122,37 @@ def _finish(acc, mean, count):
     if isinstance(acc, types.Integer):
         return lambda acc, mean, count: acc
     return lambda acc, mean, count: acc / count if mean else acc
+
+
+def _sum_zero(x):
+    """The sum accumulator of x's dtype: float64 for floats, int64 for integers."""
+
+
+@overload(_sum_zero)
+def _sum_zero_impl(x):
+    if isinstance(x.dtype, types.Float) or is_half(x.dtype):
+        return lambda x: np.float64(0.0)
+    return lambda x: np.int64(0)
+
+
+def _store_sum(o, oi, of, k, acc, mean, count):
+    """Write a finished sum/mean to the output of its kind: ``o`` (x's dtype) for floats,
+    ``oi`` (int64) for integer sums, ``of`` (float64) for integer means."""
+
+
+@overload(_store_sum)
+def _store_sum_impl(o, oi, of, k, acc, mean, count):
+    if isinstance(o.dtype, types.Float) or is_half(o.dtype):
+        def impl_f(o, oi, of, k, acc, mean, count):
+            o[k] = store(o, acc / count if mean else acc)
+        return impl_f
+
+    def impl_i(o, oi, of, k, acc, mean, count):
+        if mean:
+            of[k] = np.float64(acc) / count
+        else:
+            oi[k] = acc
+    return impl_i
 
 
 @njit(cache=True)

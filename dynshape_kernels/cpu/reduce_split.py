@@ -28,9 +28,9 @@ from numba.extending import overload
 
 from ..abi.common_area import R_COUNT
 from ..abi.vocabulary import ARGMAX, MAX, MEAN, MIN, SUM
-from .half import is_half, load, store
-from .reduce_runs import (N_CHUNKS, _strictly_better, finish, nan_max, nan_min, span_arg,
-                          span_ext, span_sum)
+from .half import load, store
+from .reduce_runs import (N_CHUNKS, _store_sum, _strictly_better, _sum_zero, nan_max,
+                          nan_min, span_arg, span_ext, span_sum)
 
 #: elements a part reduces at least (each part finds its entry and span again); 2**12 and
 #: 2**16 measured no different from 2**14 at 32k-4e6 float32 elements, within noise
@@ -73,32 +73,14 @@ def _saved_impl(pf, pi, part, like):
 
 
 # ---- one part ----------------------------------------------------------------------------
-def _part_sum(x, pf, pi, common, rb, xb, part, nparts, mean):
-    """A part's sum: float64 for floats and integer means, int64 for integer sums (the
-    accumulators of the unsplit path)."""
-
-
-@overload(_part_sum)
-def _part_sum_impl(x, pf, pi, common, rb, xb, part, nparts, mean):
-    if isinstance(x.dtype, types.Float) or is_half(x.dtype):
-        def part_f(x, pf, pi, common, rb, xb, part, nparts, mean):
-            pf[part] = span_sum(x, xb, common, rb, part, nparts, 0.0)
-        return part_f
-
-    def part_i(x, pf, pi, common, rb, xb, part, nparts, mean):
-        if mean:
-            pf[part] = span_sum(x, xb, common, rb, part, nparts, 0.0)
-        else:
-            pi[part, 1] = span_sum(x, xb, common, rb, part, nparts, np.int64(0))
-    return part_i
-
-
 @njit(cache=True)
 def reduce_part(x, pf, pi, common, rb, code, xb, part, nparts):
     """Reduce part ``part`` of ``nparts`` of the one output's elements (input offset ``xb``)
     by op ``code`` into its partial."""
-    if code == SUM or code == MEAN:
-        _part_sum(x, pf, pi, common, rb, xb, part, nparts, code == MEAN)
+    if code == SUM:         # float64 for floats, int64 for integers (the unsplit path's)
+        _save(pf, pi, part, span_sum(x, xb, common, rb, part, nparts, _sum_zero(x)))
+    elif code == MEAN:      # float64, integers too (reduce's integer means)
+        pf[part] = span_sum(x, xb, common, rb, part, nparts, 0.0)
     elif code == MAX or code == MIN:
         _save(pf, pi, part, _widen(span_ext(x, xb, common, rb, part, nparts, code == MAX)))
     else:
@@ -123,8 +105,10 @@ def _widen_impl(v):
 def combine(x, o, oi, of, pf, pi, code, ob, count, nparts):
     """Combine the ``nparts`` partials in part order into the output element at ``ob`` of
     the op's output buffer (``o``, ``oi`` or ``of``, as ``reduce.reduce_driver``)."""
-    if code == SUM or code == MEAN:
-        _combine_sum(o, oi, of, pf, pi, ob, count, nparts, code == MEAN)
+    if code == SUM:
+        _store_sum(o, oi, of, ob, _total(pf, pi, nparts, _sum_zero(x)), False, count)
+    elif code == MEAN:
+        _store_sum(o, oi, of, ob, _total(pf, pi, nparts, 0.0), True, count)
     elif code == MAX or code == MIN:
         r = _saved(pf, pi, 0, _widen(load(x[0])))
         for p in range(1, nparts):
@@ -145,29 +129,10 @@ def combine(x, o, oi, of, pf, pi, code, ob, count, nparts):
         oi[ob] = bi
 
 
-def _combine_sum(o, oi, of, pf, pi, ob, count, nparts, mean):
-    """Add the partial sums in part order; store the sum or mean (``reduce_runs.finish``)."""
-
-
-@overload(_combine_sum)
-def _combine_sum_impl(o, oi, of, pf, pi, ob, count, nparts, mean):
-    if isinstance(o.dtype, types.Float) or is_half(o.dtype):
-        def combine_f(o, oi, of, pf, pi, ob, count, nparts, mean):
-            acc = 0.0
-            for p in range(nparts):
-                acc += pf[p]
-            o[ob] = store(o, finish(acc, mean, count))
-        return combine_f
-
-    def combine_i(o, oi, of, pf, pi, ob, count, nparts, mean):
-        if mean:
-            acc = 0.0
-            for p in range(nparts):
-                acc += pf[p]
-            of[ob] = acc / count
-        else:
-            acci = np.int64(0)
-            for p in range(nparts):
-                acci += pi[p, 1]
-            oi[ob] = acci
-    return combine_i
+@njit(inline="always")
+def _total(pf, pi, nparts, zero):
+    """The partial sums of the kind of ``zero`` added in part order."""
+    acc = zero
+    for p in range(nparts):
+        acc += _saved(pf, pi, p, zero)
+    return acc
