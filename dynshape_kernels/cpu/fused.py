@@ -34,10 +34,7 @@ gives bit for bit what its ops give unfused.
 Streaming (``cpu.streaming``): when the control block's F_STREAM is set (an output larger
 than the last-level cache), the chain ``x op side, then relu`` (add, sub, mul) over rows that
 follow each other runs as one loop that stores whole output lines streaming
-(:func:`_bias_relu_stream`); any other chain of two steps or more over such rows, whose
-sides are laid out as the tile, as a repeated row or as one element, runs block by block in
-an L1 buffer whose whole lines are stored streaming (``chain_blocks``); every other chain
-runs through the interpreter as above.
+(:func:`_bias_relu_stream`); every other chain runs through the interpreter as above.
 
 Compile time: Numba optimizes and generates the code of a separately compiled function
 again in every caller up to the driver (each caller links its callees' code), so the
@@ -52,7 +49,6 @@ from ..abi.common_area import (C_M, C_N, C_NOUTER, C_OPS, E_ANCH0, E_ANCH1, E_OF
                            OP_BLOCK, OP_SM, OP_SN)
 from .elementwise import (SERIAL_ELEMENTS, STREAMS_BINARY, outer_offset, resolve, same_rows,
                           stream_span)
-from . import chain_blocks
 from .streaming import BLOCK_BYTES, store_fence
 from .switches import (map_contig, zip_contig, zip_relu_period_stream, zip_rows, zip_scalar_a,
                        zip_scalar_b)
@@ -178,24 +174,6 @@ def _bias_relu_stream(x, o, prog, sides, sgeo, xb, xsm, ob, osm, v0, v1, r0, r1)
 
 
 @njit(inline="always")
-def _chain_blocks(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1, r0, r1):
-    """Any other chain of two steps or more over a tile of rows that follow each other in
-    x and the output, block by block with streaming stores (``chain_blocks``); False
-    (nothing done) for a chain or layout it does not take."""
-    if xsm != v1 or osm != v1 or not chain_blocks.runs(prog, sgeo, v1):
-        return False
-    n = v0 * v1
-    g, e = stream_span(o[ob:ob + n], BLOCK_BYTES // o.itemsize)
-    if g < 0:
-        return False
-    buf = np.empty(chain_blocks.BLOCK_BYTES // o.itemsize, dtype=o.dtype)
-    chain_blocks.run_tile(x, o, prog, pattrs, sides, sgeo, borrowed(buf), xb, ob, r0, r1, n,
-                          v1, g, e)
-    store_fence()
-    return True
-
-
-@njit(inline="always")
 def _runs_in_output(common):
     """Whether an elementwise chain runs in the output tile itself (x and the output walk
     their rows with unit stride): then it never touches the tile buffer."""
@@ -222,10 +200,8 @@ def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, 
         # writing the output would run its scalar fallback loop)
         first = 0
         if not same_rows(x, xb, xsm, o, ob, osm):
-            if stream and (_bias_relu_stream(x, o, prog, sides, sgeo, xb, xsm, ob, osm, v0,
-                                             v1, r0, r1)
-                           or _chain_blocks(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm,
-                                            v0, v1, r0, r1)):
+            if stream and _bias_relu_stream(x, o, prog, sides, sgeo, xb, xsm, ob, osm, v0, v1,
+                                            r0, r1):
                 return
             if _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1,
                                 r0, r1):

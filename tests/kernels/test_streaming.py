@@ -181,8 +181,7 @@ def test_fused_side_then_relu_streams_as_the_interpreter_computes(stream_all, ro
 
 def test_other_fused_chains_and_layouts_keep_the_interpreter(stream_all):
     """Chains that are not ``x op side, then relu`` (another activation, three steps, the
-    side first: now block by block, ``chain_blocks``), and output rows with gaps (the
-    interpreter), are right under streaming."""
+    side first), and output rows with gaps, run as before under streaming."""
     rng = np.random.default_rng(4)
     x = rng.standard_normal((50, 700)).astype(np.float32)
     b = rng.standard_normal(700).astype(np.float32)
@@ -197,62 +196,6 @@ def test_other_fused_chains_and_layouts_keep_the_interpreter(stream_all):
     y = x.copy()                                      # in place: the output is x itself
     dynshape.fuse([("add", "b"), "relu"])(y, b=b, out=y)
     np.testing.assert_array_equal(y, np.maximum(x + b, 0))
-
-
-#: steps of the block-by-block chains: (step, whether it reads the side input "s")
-_BLOCK_STEPS = (("relu", False), ("abs", False), ("exp", False), ("tanh", False),
-                (("mul", 0.5), False), (("sub", 1.5, "_"), False), (("maximum", -0.25), False),
-                (("add", "s"), True), (("mul", "s"), True), (("sub", "s", "_"), True),
-                (("minimum", "_", "s"), True))
-
-
-@given(rows=st.integers(1, 9), cols=st.integers(1, 1500), start=st.integers(0, 40),
-       dtype=st.sampled_from(FUSED), layout=st.sampled_from(("tile", "row", "one")),
-       steps=st.lists(st.sampled_from(_BLOCK_STEPS), min_size=2, max_size=5),
-       seed=st.integers(0, 2**16))
-def test_fused_chains_run_block_by_block_as_the_interpreter(stream_all, rows, cols, start,
-                                                            dtype, layout, steps, seed):
-    """Chains of two steps or more (unary, constant and side steps, the side first or
-    second, laid out as x, as a repeated row or as one element) over rows that follow each
-    other run block by block with streaming stores (``cpu.chain_blocks``): bit for bit the
-    interpreter's result (normal stores), on every output alignment, with blocks cut at the
-    side row's ends, and the memory around the output untouched."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((rows, cols)).astype(dtype)
-    shape = {"tile": (rows, cols), "row": (cols,), "one": (1,)}[layout]
-    side = rng.standard_normal(shape).astype(dtype)
-    f = dynshape.fuse([s for s, _ in steps])
-    kw = {"s": side} if any(uses for _, uses in steps) else {}
-    streaming.set_stream_bytes(0)          # every example (the fixture runs once per test)
-    dynshape.clear_cache()
-    sentinel = np.array(9, dtype=dtype)
-    buf = np.full(start + rows * cols + 11, sentinel, dtype=dtype)
-    out = buf[start:start + rows * cols].reshape(rows, cols)
-    with np.errstate(all="ignore"):
-        f(x, out=out, **kw)
-        streaming.set_stream_bytes("off")
-        dynshape.clear_cache()
-        want = f(x, **kw)
-    np.testing.assert_array_equal(out, want)
-    assert (buf[:start] == sentinel).all() and (buf[start + rows * cols:] == sentinel).all()
-
-
-def test_block_by_block_chains_match_numpy_and_cut_blocks_at_row_ends(stream_all):
-    """Against NumPy: a bias row whose rows end inside blocks (rows of 100 and 700 elements,
-    blocks of 512 float32), a residual laid out as x, a scalar side; results within the
-    ops' rounding of a float64 reference."""
-    rng = np.random.default_rng(7)
-    for cols in (100, 700, 2048):
-        x = rng.standard_normal((37, cols)).astype(np.float32)
-        b = rng.standard_normal(cols).astype(np.float32)
-        r = rng.standard_normal((37, cols)).astype(np.float32)
-        c = np.array([0.75], np.float32)
-        x64, b64, r64 = (a.astype(np.float64) for a in (x, b, r))
-        f = dynshape.fuse([("add", "b"), "relu", ("mul", 2.0), "exp", ("add", "r"),
-                           ("mul", "c")])
-        ref = (np.exp(np.maximum(x64 + b64, 0) * 2) + r64) * 0.75
-        got = f(x, b=b, r=r, c=c)
-        np.testing.assert_allclose(got, ref, rtol=3e-6, atol=1e-6)
 
 
 # ---- rowwise: the last pass of log_softmax and the norms ------------------------------------
