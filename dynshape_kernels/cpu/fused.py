@@ -60,7 +60,7 @@ from .reduce_runs import N_CHUNKS, chunk_start, nan_max, nan_min
 from ..abi.storage import carrier, compute
 from .step_link import STEPS
 from .address_link import Link
-from .borrowed import borrowed
+from .borrowed import borrowed, hold
 from .steps import (G_COL, G_OFF, G_ROW, K_CONST_L, K_CONST_R, K_SIDE_R, K_UNARY, MAX_SIDES,
                     P_ATTR, P_CODE, P_KIND, P_SIDE, apply_steps_range)
 
@@ -164,11 +164,14 @@ def _bias_relu_stream(x, o, prog, sides, sgeo, xb, xsm, ob, osm, v0, v1, r0, r1)
     if g < 0 or p < w:
         return False
     buf = np.empty(w, dtype=o.dtype)
-    # buf borrowed (held here): the switch slices it per block, and a view of a counted
-    # array costs two atomics (52% of the time in NRT_incref/decref with the count)
+    # buf borrowed: the switch slices it per block, and a view of a counted array costs two
+    # atomics (52% of the time in NRT_incref/decref with the count); held past the call
+    # (Numba frees a variable after its last use, the borrowed() call: without hold the
+    # switch wrote into freed memory)
     zip_relu_period_stream(prog[0, P_CODE], x[xb:xb + n], sides[si],
                            sgeo[si, G_OFF] + r0 * rs + r1, p, ov, g, e, n,
                            borrowed(buf))
+    hold(buf)
     store_fence()
     return True
 
