@@ -132,6 +132,21 @@ def test_signature_separates_what_a_replay_depends_on():
     ro = np.zeros((4, 5), np.float32)
     ro.flags.writeable = False
     assert sig("relu", (x,), ro, {}) is None and sig("relu", ([1.0],), None, {}) is None
+    # one array into out= (built apart, the commonest call), and three arrays
+    o = f32(4, 5)
+    one = sig("relu", (x,), o, {})
+    assert one == sig("relu", (f32(4, 5),), f32(4, 5), {})
+    ones = [sig("relu", (x.T.copy().T,), o, {}), sig("relu", (f32(5, 4),), o, {}),
+            sig("relu", (x.astype(np.float64),), o, {}), sig("relu", (x,), o.T.copy().T, {}),
+            sig("relu", (x,), f32(2, 10), {}), sig("relu", (x,), o.astype(np.float64), {}),
+            sig("relu", (o,), o, {}), sig("relu", (x,), o, {"a": 1}), sig("abs", (x,), o, {}),
+            sig("relu", (x,), None, {})]
+    assert len({one, *ones}) == len(ones) + 1
+    assert sig("relu", ([1.0],), o, {}) is None and sig("relu", (x,), ro, {}) is None
+    three = sig("where", (x, y, o), o, {})
+    assert three == sig("where", (f32(4, 5), f32(4, 5), o), o, {})
+    assert three != sig("where", (x, y, o), y, {}) != sig("where", (x, y, f32(5, 4)), y, {})
+    assert sig("where", (x, y, [1]), None, {}) is None
 
 
 def test_replays_compile_nothing():
