@@ -40,7 +40,7 @@ class Target:
         entry = compiled_entry(get(family, dtype))
 
         def call(*args):
-            if drivers.get is get:
+            if drivers.get == get:
                 return entry(*args)
             return drivers.get(family, dtype)(*args)
         return call
