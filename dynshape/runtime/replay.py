@@ -50,48 +50,38 @@ def signature(op, arrays, out, attrs):
     One flat tuple: the op, the number of arrays, ``out``'s layout (or None), then per array
     its dtype, shape, strides and whether it is ``out`` itself, then per attribute its name,
     type and value (an array attribute: its identity and layout, marked "array")."""
-    n = len(arrays)
     if out is not None:
         if type(out) is not _ND or not out.flags.writeable:
             return None
-        if n == 1 and not attrs:
-            # the commonest call (a unary op into out=): one tuple, built on every call
+        if not attrs and 1 <= len(arrays) <= 2:
+            # the commonest calls (a unary or binary op into out=): the same tuple as
+            # below, built in one expression (~100 ns less on a call that costs ~2 us)
             a = arrays[0]
             if type(a) is not _ND:
                 return None
-            return (op, 1, out.dtype, out.shape, out.strides, a.dtype, a.shape, a.strides,
-                    a is out)
-        head = (op, n, out.dtype, out.shape, out.strides)
+            if len(arrays) == 1:
+                return (op, 1, out.dtype, out.shape, out.strides, a.dtype, a.shape,
+                        a.strides, a is out)
+            b = arrays[1]
+            if type(b) is not _ND:
+                return None
+            return (op, 2, out.dtype, out.shape, out.strides, a.dtype, a.shape, a.strides,
+                    a is out, b.dtype, b.shape, b.strides, b is out)
+        parts = [op, len(arrays), out.dtype, out.shape, out.strides]
     else:
-        head = (op, n, None)
-    if n == 1:
-        a = arrays[0]
+        parts = [op, len(arrays), None]
+    for a in arrays:
         if type(a) is not _ND:
             return None
-        sig = head + (a.dtype, a.shape, a.strides, a is out)
-    elif n == 2:
-        a, b = arrays
-        if type(a) is not _ND or type(b) is not _ND:
-            return None
-        sig = head + (a.dtype, a.shape, a.strides, a is out, b.dtype, b.shape, b.strides,
-                      b is out)
-    else:
-        parts = []
-        for a in arrays:
-            if type(a) is not _ND:
-                return None
-            parts += (a.dtype, a.shape, a.strides, a is out)
-        sig = head + tuple(parts)
+        parts += (a.dtype, a.shape, a.strides, a is out)
     if attrs:
-        parts = []
         for k, v in attrs.items():
             t = type(v)
             if t is _ND:
                 parts += (k, "array", id(v), v.dtype, v.shape, v.strides)
             else:
                 parts += (k, t, v)
-        sig += tuple(parts)
-    return sig               # may be unhashable (an attribute): then never recorded
+    return tuple(parts)          # may be unhashable (an attribute): then never recorded
 
 
 class Replay:

@@ -142,6 +142,9 @@ def test_signature_separates_what_a_replay_depends_on():
             sig("relu", (o,), o, {}), sig("relu", (x,), o, {"a": 1}), sig("abs", (x,), o, {}),
             sig("relu", (x,), None, {})]
     assert len({one, *ones}) == len(ones) + 1
+    # the tuples built apart are the general layout (an attribute appends three items)
+    assert sig("relu", (x,), o, {"a": 1})[:-3] == one
+    assert sig("add", (x, y), o, {"a": 1})[:-3] == sig("add", (x, y), o, {})
     assert sig("relu", ([1.0],), o, {}) is None and sig("relu", (x,), ro, {}) is None
     three = sig("where", (x, y, o), o, {})
     assert three == sig("where", (f32(4, 5), f32(4, 5), o), o, {})
