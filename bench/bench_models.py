@@ -46,7 +46,8 @@ def ort_session(ort, data):
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.log_severity_level = 3
-    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    with environment.threads_unbound():         # its thread pool is created here
+        return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
 
 
 def main():

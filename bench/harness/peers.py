@@ -9,6 +9,7 @@ None for a missing (or disabled) one and prints a one-line note, never raises.
 import sys
 from dataclasses import dataclass, field
 
+from . import environment
 from .environment import THREADS
 
 
@@ -84,8 +85,9 @@ def ort_session(peers, nodes, inputs, outputs, inits=(), opset=20):
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), so,
-                                providers=["CPUExecutionProvider"])
+    with environment.threads_unbound():         # its thread pool is created here
+        return ort.InferenceSession(model.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
 
 
 def ort_out(sess, feeds, out):

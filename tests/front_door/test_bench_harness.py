@@ -31,7 +31,7 @@ def test_prepare_unsets_both_openblas_variables_and_binds_threads():
 def test_prepare_keeps_user_choices_and_can_skip_binding():
     env = {"OMP_PLACES": "threads", "NUMBA_NUM_THREADS": "1"}
     state = environment.prepare(bind=False, environ=env, modules={})
-    assert state == {"unset": {}, "bound": False}
+    assert state["unset"] == {} and state["bound"] is False
     assert env == {"OMP_PLACES": "threads", "NUMBA_NUM_THREADS": "1"}
     env = {"OMP_PLACES": "threads"}
     environment.prepare(environ=env, modules={})
@@ -41,6 +41,39 @@ def test_prepare_keeps_user_choices_and_can_skip_binding():
 def test_prepare_refuses_once_numpy_is_loaded():
     with pytest.raises(environment.EnvironmentTooLate, match="numpy"):
         environment.prepare(environ={}, modules={"numpy": object()})
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs thread affinity and two CPUs")
+def test_threads_created_unbound_run_on_every_cpu():
+    """A thread pool made while the calling thread is pinned to one core (what OpenMP
+    binding does to the main thread) inherits that core, unless it is made inside
+    threads_unbound(); the caller's own pinning comes back afterwards."""
+    import threading
+    every = os.sched_getaffinity(0)
+    environment.state = {"unset": {}, "bound": True, "cpus": every}
+    one = {min(every)}
+    seen = {}
+
+    def record(name):
+        seen[name] = os.sched_getaffinity(0)
+
+    os.sched_setaffinity(0, one)
+    try:
+        t = threading.Thread(target=record, args=("pinned",))
+        t.start()
+        t.join()
+        with environment.threads_unbound():
+            t = threading.Thread(target=record, args=("unbound",))
+            t.start()
+            t.join()
+        assert os.sched_getaffinity(0) == one
+    finally:
+        os.sched_setaffinity(0, every)
+    assert seen == {"pinned": one, "unbound": every}
+    environment.state = None                      # not prepared: nothing to restore
+    with environment.threads_unbound():
+        assert os.sched_getaffinity(0) == every
 
 
 def test_wants_bind():
