@@ -363,23 +363,25 @@ def _arg_run(xv, base, ismax, bv, bi):
 
 # ---- spans: the runs of one output element, or a part of them (reduce_split) -------------
 @njit(inline="always")
-def span_bounds(runs, L, part, nparts):
-    """(k0, k1, i0, i1): runs ``[k0, k1)`` and elements ``[i0, i1)`` of each, part ``part`` of
-    ``nparts`` of ``runs`` runs of ``L``: whole runs when there are at least as many runs as
-    parts, else a slice of every run (part 0 of 1: everything)."""
+def span_bounds(common, rb, part, nparts):
+    """(ndo, L, s, k0, k1, i0, n) of part ``part`` of ``nparts`` of the reduced elements
+    (the reduction block at ``rb``): runs of ``L`` elements with step ``s`` (the last run
+    dimension ``ndo``), of which runs ``[k0, k1)`` and ``n`` elements of each from ``i0``:
+    whole runs when there are at least as many runs as parts, else a slice of every run
+    (part 0 of 1: everything)."""
+    runs, L, ndo = red_runs(common, rb)
+    s = common[rb + R_STR + ndo]
     if runs >= nparts:
-        return runs * part // nparts, runs * (part + 1) // nparts, 0, L
-    return 0, runs, L * part // nparts, L * (part + 1) // nparts
+        return ndo, L, s, runs * part // nparts, runs * (part + 1) // nparts, 0, L
+    i0 = L * part // nparts
+    return ndo, L, s, 0, runs, i0, L * (part + 1) // nparts - i0
 
 
 @njit(cache=True)
 def span_sum(x, xb, common, rb, part, nparts, zero):
     """Sum from ``zero`` of part ``part`` of ``nparts`` of the reduced elements from ``xb``
     (the reduction block at ``rb``)."""
-    runs, L, ndo = red_runs(common, rb)
-    s = common[rb + R_STR + ndo]
-    k0, k1, i0, i1 = span_bounds(runs, L, part, nparts)
-    n = i1 - i0
+    ndo, L, s, k0, k1, i0, n = span_bounds(common, rb, part, nparts)
     acc = zero
     for k in range(k0, k1):
         p = xb + red_offset(common, rb, k, ndo, 0) + i0 * s
@@ -393,10 +395,7 @@ def span_sum(x, xb, common, rb, part, nparts, zero):
 @njit(cache=True)
 def span_ext(x, xb, common, rb, part, nparts, ismax):
     """max or min of a part (as :func:`span_sum`), NaN-propagating."""
-    runs, L, ndo = red_runs(common, rb)
-    s = common[rb + R_STR + ndo]
-    k0, k1, i0, i1 = span_bounds(runs, L, part, nparts)
-    n = i1 - i0
+    ndo, L, s, k0, k1, i0, n = span_bounds(common, rb, part, nparts)
     r = load(x[xb + red_offset(common, rb, k0, ndo, 0) + i0 * s])
     for k in range(k0, k1):
         p = xb + red_offset(common, rb, k, ndo, 0) + i0 * s
@@ -411,10 +410,7 @@ def span_ext(x, xb, common, rb, part, nparts, ismax):
 @njit(cache=True)
 def span_arg(x, xb, common, rb, part, nparts, ismax):
     """(value, flat index) of the first extreme of a part (as :func:`span_sum`)."""
-    runs, L, ndo = red_runs(common, rb)
-    s = common[rb + R_STR + ndo]
-    k0, k1, i0, i1 = span_bounds(runs, L, part, nparts)
-    n = i1 - i0
+    ndo, L, s, k0, k1, i0, n = span_bounds(common, rb, part, nparts)
     bv = load(x[xb + red_offset(common, rb, k0, ndo, 0) + i0 * s])
     bi = k0 * L + i0
     for k in range(k0, k1):
