@@ -125,7 +125,7 @@ def _packed(slot, x, w, common, n, g, mg, mv, vh, vw, ih0, iw0, ws_a, a_state, w
     Cg = common[CV_CG]
     K = Cg * KH * KW
     MR, NR, KCmax = _ukernel(slot, ws_c)
-    KC = _kc_block(K, KCmax, 1)
+    KC = _kc_block(K, KCmax, np.int64(1))
     nv = vh * vw
     mpan = (mv + MR - 1) // MR
     npan = (nv + NR - 1) // NR
@@ -262,7 +262,7 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
             sc = max(sc, zc)
         else:
             MR, NR, KCmax = _ukernel(slot, proto)
-            KC = _kc_block(K, KCmax, 1)
+            KC = _kc_block(K, KCmax, np.int64(1))
             mp = (entries[t, T_MV] + MR - 1) // MR * MR
             npos = (entries[t, T_VH] * entries[t, T_VW] + NR - 1) // NR * NR
             if mode == PACKED:      # window tiles pack nothing
@@ -282,7 +282,8 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
     if mode == COPIED:
         nrows = common[CV_N] * common[CV_C] * common[CV_H]
         if nth == 1:
-            phase_split(x, common, wgeo, xs, 0, nrows)
+            phase_split(x, common, wgeo, xs, np.int64(0), nrows)   # (int64: a literal 0
+            # would compile phase_split a second time)
         else:       # one call per thread: a call per row would contend for reference counts
             for th in prange(nth):
                 phase_split(x, common, wgeo, xs, th * nrows // nth, (th + 1) * nrows // nth)
@@ -354,7 +355,7 @@ def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, 
             direct = False
             if windowed:
                 _, _, KCmax = _ukernel(slot, ws_c)
-                KC = _kc_block(K, KCmax, 1)
+                KC = _kc_block(K, KCmax, np.int64(1))
                 # a plain product goes straight into y (no epilogue pass)
                 direct = plain and K > 0
                 cb = product_buffer(y, ws_c, direct)

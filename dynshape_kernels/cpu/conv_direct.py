@@ -13,6 +13,7 @@ one (depthwise 3x3, 128 channels of 113x115, 1 thread: 836-921 -> 766-847 us). T
 (bias, residual, activation per channel, then a fused sequence's step program over the
 tile) runs before the store; the accumulators start at the bias.
 """
+import numpy as np
 from numba import njit
 
 from .conv_epilogue import finish_channel, prepare_channel, store_channel, tile_steps
@@ -307,6 +308,9 @@ def _direct_general(x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0
             _add_taps(acc, i * vh * pitch, buf, w, ((mfirst + i) * Cg + c) * KH * KW,
                       vh, vw, Wp, pitch, KH, KW, sh, sw, dh, dw)
     steps = prog.shape[0] > 0
+    # the bias is in the accumulators already; a bool, not a literal False, so that the
+    # epilogue calls share the compiled functions of conv.py's calls
+    added = np.bool_(False)
     for i in range(mv):
         m = mfirst + i
         yo = (common[CV_YOFF] + n * common[CV_YSN] + m * common[CV_YSC]
@@ -314,11 +318,11 @@ def _direct_general(x, w, b, res, y, common, n, g, m0, mv, oh0, vh, ow0, vw, ih0
         ro = (common[CV_ROFF] + n * common[CV_RSN] + m * common[CV_RSC]
               + oh0 * common[CV_RSH] + ow0 * common[CV_RSW])
         if steps:
-            prepare_channel(acc, i * vh * pitch, vh, vw, pitch, False, zero, has_r, res, ro,
+            prepare_channel(acc, i * vh * pitch, vh, vw, pitch, added, zero, has_r, res, ro,
                             common[CV_RSH], common[CV_RSW], code, a0, a1)
         else:
             finish_channel(acc, i * vh * pitch, vh, vw, pitch, y, yo, common[CV_YSH],
-                           common[CV_YSW], False, zero, has_r, res, ro, common[CV_RSH],
+                           common[CV_YSW], added, zero, has_r, res, ro, common[CV_RSH],
                            common[CV_RSW], code, a0, a1)
     if steps:       # the fused sequence's program over the whole tile, then the stores
         tile_steps(y, acc, 0, vh * pitch, mv, vh, vw, pitch, prog, pattrs, sides, cgeo, lgeo, n,

@@ -48,6 +48,7 @@ from .half import compute_empty, load, store
 from .step_link import STEPS
 from .address_link import Link
 from .borrowed import borrowed
+from .readonly_view import readonly
 from ..catalog import CATALOG
 from .steps import apply_steps_as
 from .switches import map_inplace
@@ -226,7 +227,7 @@ def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf,
     ldc = NC
     mpan = (mv + MR - 1) // MR
     npan = (nv + NR - 1) // NR
-    KC = _kc_block(K, KC, 1)  # balanced K blocks (no tiny last block)
+    KC = _kc_block(K, KC, np.int64(1))  # balanced K blocks (no tiny last block)
     nkb = (K + KC - 1) // KC
     a0 = a_off + bt * a_bs + m0 * a_rs
     b0 = b_off + bt * b_bs + n0 * b_cs
@@ -273,8 +274,12 @@ def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf,
             db0 = b0 + pc * b_rs
             _direct_b_panels(slot, kc, ws_a, b_buf, db0, nfull, NR, b_rs, ws_c, ldc, acc)
             if nfull < npan:
-                pack_b(b_buf, db0 + nfull * NR, b_rs, b_cs, kc, nv - nfull * NR, NR, ws_b, 0)
-                _call_uk(slot, kc, ws_a, 0, ws_b, 0, NR, ws_c, nfull * NR, ldc, acc)
+                # (int64 zeros and the packed panel read-only: the same compiled callees as
+                # the other calls; a literal 0 or a writable panel compiles them again)
+                pack_b(b_buf, db0 + nfull * NR, b_rs, b_cs, kc, nv - nfull * NR, NR, ws_b,
+                       np.int64(0))
+                _call_uk(slot, kc, ws_a, np.int64(0), readonly(ws_b), np.int64(0), NR, ws_c,
+                         nfull * NR, ldc, acc)
         else:
             if not same_b:
                 pack_b(b_buf, b0 + pc * b_rs, b_rs, b_cs, kc, nv, NR, ws_b, pbo)
@@ -285,8 +290,8 @@ def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf,
                                       min(MR, mv - ir * MR), ws_b, pbo + jr * NR * kc, NR,
                                       ws_c, ir * MR * ldc + jr * NR, ldc, acc)
                     else:
-                        _call_uk(slot, kc, ws_a, ir * MR * kc, ws_b, pbo + jr * NR * kc, NR,
-                                 ws_c, ir * MR * ldc + jr * NR, ldc, acc)
+                        _call_uk(slot, kc, ws_a, ir * MR * kc, readonly(ws_b),
+                                 pbo + jr * NR * kc, NR, ws_c, ir * MR * ldc + jr * NR, ldc, acc)
     if reuse:
         b_state[0] = 1
         b_state[1] = slot

@@ -3,6 +3,7 @@ with conv2d), each dtype's slot table, and the choice between reading an operand
 row-contiguous B panel, the dot and A-rows slots' k-contiguous A rows, both operands of the
 in-place slot's tiles) and packing it. Half-precision operands are always packed: packing widens them
 to float32 for the float32 micro-kernels, which never see a carrier."""
+import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
@@ -78,7 +79,8 @@ def _direct_b_panels_impl(slot, kc, ws_a, b_buf, db0, nfull, NR, b_rs, ws_c, ldc
 
     def impl(slot, kc, ws_a, b_buf, db0, nfull, NR, b_rs, ws_c, ldc, acc):
         for jr in range(nfull):
-            _call_uk(slot, kc, ws_a, 0, b_buf, db0 + jr * NR, b_rs, ws_c, jr * NR, ldc, acc)
+            _call_uk(slot, kc, ws_a, np.int64(0), b_buf, db0 + jr * NR, b_rs, ws_c, jr * NR,
+                     ldc, acc)
     return impl
 
 

@@ -35,6 +35,7 @@ from numba import njit
 from numba.extending import overload
 
 from .half import is_half, load, store
+from .readonly_view import readonly
 from .step_link import run_steps
 from .switches import (map_inplace, zip_left, zip_left_rows, zip_left_scalar, zip_right,
                        zip_right_rows, zip_right_scalar)
@@ -67,10 +68,12 @@ def _side_row(code, kind, side, sb, cs, row, n, scratch):
             for i in range(c):
                 scratch[i] = side[sb + (k + i) * cs]
             part = row[k:k + c]
+            # the gathered side typed read-only like the sides: one compiled zip per side
+            gathered = readonly(scratch)
             if kind == K_SIDE_R:
-                zip_right(code, part, scratch, c)
+                zip_right(code, part, gathered, c)
             else:
-                zip_left(code, scratch, part, c)
+                zip_left(code, gathered, part, c)
             k += c
 
 

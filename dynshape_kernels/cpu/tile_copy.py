@@ -7,6 +7,7 @@ import numpy as np
 from numba import njit
 
 from .block_transpose import can_transpose8, transpose8
+from .readonly_view import readonly
 
 
 @njit(cache=True)
@@ -59,7 +60,8 @@ def scatter_tile(o, ob, osm, osn, v0, v1, buf, pitch):
             for c in range(v1):
                 d[c] = sv[c]
     elif osm == 1:
-        transpose_tile(buf, np.int64(0), pitch, o, ob, osn, v1, v0)
+        # (the tile typed read-only like the operands: one compiled transpose_tile)
+        transpose_tile(readonly(buf), np.int64(0), pitch, o, ob, osn, v1, v0)
     elif abs(osm) < abs(osn):
         for c in range(v1):
             dst = ob + c * osn
