@@ -653,3 +653,109 @@ def test_no_fma_path_keeps_the_documented_accuracy(tmp_path):
         name, dt = key.split("/")
         bound = TOL32_ULP[name] + 0.5 if dt == "float32" else TOL64_REL[name]
         assert err <= bound, (key, err, bound)
+
+
+# ---------------------------------------------------------------------------
+# 2^k: AVX-512's vscalef (llvm.ldexp) or two exact scalings by bit-built powers of two
+# ---------------------------------------------------------------------------
+
+#: the functions that apply 2^k to a result with ``_ldexp2``
+_LDEXP_NAMES = ["exp", "sigmoid", "silu", "erf", "erfc", "gelu_erf", "gelu_tanh"]
+
+
+def _ldexp_inputs(dtype):
+    """Inputs whose results cover the normal range, gradual underflow to denormals and to
+    zero, overflow, and the special values."""
+    rng = np.random.default_rng(11)
+    lo, hi = (-110.0, 92.0) if dtype == np.float32 else (-760.0, 712.0)
+    under = (-104.0, -86.0) if dtype == np.float32 else (-746.0, -707.0)
+    x = np.concatenate([rng.uniform(lo, hi, 3000), rng.uniform(*under, 3000),
+                        rng.uniform(-12.0, 12.0, 3000),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30]])
+    return x.astype(dtype)
+
+
+_SCALINGS_PROBE = r"""
+import re, sys
+import numpy as np
+from numba import njit
+sys.path.insert(0, {tests!r})
+from test_mathfuncs import _LDEXP_NAMES, _ldexp_inputs
+from dynshape_kernels.cpu import mathfuncs as mf
+assert not mf.HAS_SCALEF
+F = [mf.FUNCTIONS[n] for n in _LDEXP_NAMES]
+f0, f1, f2, f3, f4, f5, f6 = F
+
+@njit(error_model="numpy")
+def apply(fid, x, o):
+    for i in range(x.size):
+        if fid == 0:
+            o[i] = f0(x[i])
+        elif fid == 1:
+            o[i] = f1(x[i])
+        elif fid == 2:
+            o[i] = f2(x[i])
+        elif fid == 3:
+            o[i] = f3(x[i])
+        elif fid == 4:
+            o[i] = f4(x[i])
+        elif fid == 5:
+            o[i] = f5(x[i])
+        else:
+            o[i] = f6(x[i])
+
+out = {{}}
+for dt in (np.float32, np.float64):
+    x = _ldexp_inputs(dt)
+    for fid, name in enumerate(_LDEXP_NAMES):
+        o = np.empty_like(x)
+        apply(fid, x, o)
+        out[f"{{name}}/{{np.dtype(dt).name}}"] = o
+    asm = apply.inspect_asm(apply.signatures[-1])
+    assert "vscalef" not in asm, "the scalings path used vscalef"
+    assert not re.search(r"call\w*\s+[^\n]*ldexp", asm), "ldexp became a library call"
+np.savez({path!r}, **out)
+"""
+
+
+@pytest.mark.skipif(not mf.HAS_SCALEF, reason="code is not generated for AVX-512F")
+def test_power_of_two_is_one_vscalef_per_vector():
+    """With AVX-512F, exp's loop applies 2^k with one vscalef per vector (float32 and
+    float64) and calls no library function."""
+    import re
+
+    @njit
+    def loop(x, o):
+        for i in range(x.size):
+            o[i] = mf.exp(x[i])
+
+    for dt, insn in ((np.float32, "vscalefps"), (np.float64, "vscalefpd")):
+        x = np.ones(64, dt)
+        loop(x, np.empty_like(x))
+        asm = loop.inspect_asm(loop.signatures[-1])
+        assert re.search(insn + r"\s+[^\n]*%zmm", asm), insn
+        assert not re.search(r"call\w*\s+[^\n]*\b(ldexp|ldexpf|exp|expf)\b", asm)
+
+
+def test_scalings_path_gives_the_same_results(tmp_path):
+    """``DYNSHAPE_MATHFUNCS_NO_SCALEF=1`` (what a CPU without AVX-512F compiles): in a fresh
+    process with its own Numba cache, every function that applies 2^k stays vectorized
+    (no ldexp call) and gives this process's results bit for bit, denormal and zero
+    results of gradual underflow included, for float32 and float64."""
+    import subprocess
+    path = str(tmp_path / "scalings.npz")
+    tests = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, DYNSHAPE_MATHFUNCS_NO_SCALEF="1",
+               NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, "-c", _SCALINGS_PROBE.format(tests=tests, path=path)],
+                       capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    theirs = np.load(path)
+    for dt in (np.float32, np.float64):
+        x = _ldexp_inputs(dt)
+        for name in _LDEXP_NAMES:
+            ours, key = run(name, x), f"{name}/{np.dtype(dt).name}"
+            assert ours.tobytes() == theirs[key].tobytes(), key
+            if name == "exp":   # the inputs do reach denormal and zero results
+                tiny = np.finfo(dt).tiny
+                assert np.any((ours > 0) & (ours < tiny)) and np.any(ours == 0), key
