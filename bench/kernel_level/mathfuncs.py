@@ -177,7 +177,8 @@ def main(argv=None):
     feats = llvm.get_host_cpu_features()
     isa = [k for k in ("avx512f", "avx2", "fma") if feats.get(k, False)]
     s.print(f"n = {n:.0e}, CPU {llvm.get_host_cpu_name()} ({', '.join(isa)}), "
-            f"HAS_HW_FMA={mf.HAS_HW_FMA}; medians of alternating blocks")
+            f"HAS_HW_FMA={mf.HAS_HW_FMA}, HAS_SCALEF={mf.HAS_SCALEF}; "
+            "medians of alternating blocks")
     cols = ("ours 1T", "ours 2T", "numpy", "numba-libm", "torch 1T", "torch 2T")
     hdr = (f"{'function':10s} {'dtype':7s}" + "".join(f" {c:>10s}" for c in cols) +
            f" {'np/ours1T':>9s}  vectorized")

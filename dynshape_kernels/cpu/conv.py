@@ -281,9 +281,8 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
     xs = np.empty(size, proto.dtype)
     if mode == COPIED:
         nrows = common[CV_N] * common[CV_C] * common[CV_H]
-        if nth == 1:
-            phase_split(x, common, wgeo, xs, np.int64(0), nrows)   # (int64: a literal 0
-            # would compile phase_split a second time)
+        if nth == 1:        # (an int64 0: a literal would compile phase_split again)
+            phase_split(x, common, wgeo, xs, np.int64(0), nrows)
         else:       # one call per thread: a call per row would contend for reference counts
             for th in prange(nth):
                 phase_split(x, common, wgeo, xs, th * nrows // nth, (th + 1) * nrows // nth)

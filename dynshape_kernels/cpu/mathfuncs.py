@@ -180,7 +180,7 @@ The same loop calling ``np.exp`` / ``math.erf`` in Numba (scalar libm) takes
 bandwidth of one core; in cache (1e6 elements) float32 exp runs at ~0.16
 ns/element vs NumPy's ~0.35, while NumPy's hand-written AVX-512 float32
 log/tanh are ~10-30 % faster than these.  With ``vscalef`` (one instruction
-for the nine of the two scalings) float32 exp takes 0.12 ns/element
+where the two scalings take nine) float32 exp takes 0.12 ns/element
 (L2-resident, one Zen 5 core; 0.15 with the scalings), sigmoid 0.195 (0.225),
 silu 0.214 (0.244); erf, erfc and gelu_tanh over [-12, 12] 0.54 / 0.83 / 0.51
 (1.5 / 2.5 / 2.1: the scalings' denormal intermediates take microcode assists).
@@ -360,11 +360,12 @@ def _emit_pow2(builder, fty, k):
 
 @intrinsic
 def _ldexp2(typingctx, p, kf):
-    """p * 2^kf for integral kf, |kf| <= 2*(max exponent), via two exact scalings.
+    """p * 2^kf for integral kf, |kf| <= 2*(max exponent), rounded once.
 
-    The first multiply (by 2^(k>>1)) is exact for p in [0.5, 2), the second
-    rounds once, so gradual underflow to denormals and overflow to inf come out
-    correctly rounded.
+    With ``HAS_SCALEF`` one ``llvm.ldexp`` (a vscalef). Otherwise two exact
+    scalings: the first multiply (by 2^(k>>1)) is exact for p in [0.5, 2), the
+    second rounds once, so gradual underflow to denormals and overflow to inf
+    come out correctly rounded.
     """
     if _is_float(p) and p == kf:
         def codegen(context, builder, sig, args):
