@@ -61,6 +61,7 @@ from ..abi.storage import carrier, compute
 from .step_link import STEPS
 from .address_link import Link
 from .borrowed import borrowed, hold
+from .readonly_view import readonly
 from .steps import (G_COL, G_OFF, G_ROW, K_CONST_L, K_CONST_R, K_SIDE_R, K_UNARY, MAX_SIDES,
                     P_ATTR, P_CODE, P_KIND, P_SIDE, apply_steps_range)
 
@@ -283,15 +284,18 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
                 gather_tile(x, xb0 + r * xsm, xsm, xsn, nr, n, buf, n)
             apply_steps_range(prog, first, split, pattrs, buf, 0, n, nr, n, r, 0, 0, sides,
                               sgeo)
+            # the tile read-only, like x in the branch above: the row op and the reduction
+            # compile once for both (a writable source compiles their call trees again)
+            src = readonly(buf)
             if tail == T_ROWWISE:
                 for k in range(nr):
-                    _row_op(code, buf[k * n:(k + 1) * n], ob[k * n:(k + 1) * n], eps)
+                    _row_op(code, src[k * n:(k + 1) * n], ob[k * n:(k + 1) * n], eps)
                 apply_steps_range(prog, split, nsteps, pattrs, ob, 0, n, nr, n, r, 0, 0, sides,
                                   sgeo)
                 scatter_tile(o, ob0 + r * osm, osm, osn, nr, n, ob, n)
             else:
                 for k in range(nr):
-                    a, e = _reduce_block(code, buf, k * n, n, _sum_zero(x), load(x[0]),
+                    a, e = _reduce_block(code, src, k * n, n, _sum_zero(x), load(x[0]),
                                          np.bool_(True))
                     if is_sum:
                         _store_sum(o, oi_out, of_out, ob0 + (r + k) * osm, a, code == MEAN, n)
@@ -309,9 +313,10 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
                 apply_steps_range(prog, 0, split, pattrs, buf, boff, w, 1, w, r, c0, 0, sides,
                                   sgeo)
                 if tail != T_ROWWISE:
-                    racc, rext = _reduce_block(code, buf, np.int64(0), w, racc, rext, c0 == 0)
+                    racc, rext = _reduce_block(code, readonly(buf), np.int64(0), w, racc, rext,
+                                               c0 == 0)
             if tail == T_ROWWISE:
-                _row_op(code, buf[:n], ob[:n], eps)
+                _row_op(code, readonly(buf)[:n], ob[:n], eps)
                 for c0 in range(0, n, CHUNK):
                     w = min(CHUNK, n - c0)
                     apply_steps_range(prog, split, nsteps, pattrs, ob, c0, w, 1, w, r, c0, 0,
@@ -339,7 +344,7 @@ def _reduce_all_tile(x, common, prog, pattrs, fctl, sides, sgeo, buf, oi, r0, v0
     acc = _sum_zero(x)
     ext = load(x[0])
     for i in range(v0):
-        acc, ext = _reduce_block(code, buf, i * t1, v1, acc, ext, i == 0)
+        acc, ext = _reduce_block(code, readonly(buf), i * t1, v1, acc, ext, i == 0)
     return acc, ext
 
 
