@@ -67,6 +67,9 @@ def main(argv=None):
     w.add_argument("--processes", type=int, default=os.cpu_count() or 1, metavar="N",
                    help="compile missing drivers in N processes at once (default: the "
                         "number of cores)")
+    w.add_argument("--no-epilogues", action="store_true",
+                   help="leave out the step interpreter that conv2d and matmul run only as "
+                        "a fused sequence's epilogue (compiled by the first such call)")
     cb = sub.add_parser("calibrate", help="measure this host's cost-model constants and keep "
                         "them for the planners",
                         description="Run the elementwise driver on crafted tables to measure "
@@ -176,7 +179,8 @@ def _dispatch(args, dynshape):
         _print_catalog(dynshape)
     elif args.cmd == "warm":
         done = dynshape.warm(args.family, args.dtype, progress=sys.stdout,
-                             processes=max(args.processes, 1))
+                             processes=max(args.processes, 1),
+                             epilogues=not args.no_epilogues)
         print(f"ready: {len(done)} drivers ({sum(1 for d in done if d[3])} compiled)")
     return 0
 

@@ -80,10 +80,15 @@ _COMPILE_COST = {"unary": 7, "copy": 4, "binary": 7, "reduce": 9, "rowwise": 12,
 STEPS = "steps"
 
 
-def warm(families=None, dtypes=None, progress=None, *, pairs=None, processes=1):
+def warm(families=None, dtypes=None, progress=None, *, pairs=None, processes=1,
+         epilogues=True):
     """Load or compile the drivers of ``families`` (default: all, the fused-sequence driver
     included) for ``dtypes`` (default: all each supports), so that no later call compiles.
     ``pairs``: an explicit list of ``(family, dtype)`` instead (see :func:`plan`).
+
+    ``epilogues``: also the step interpreter that conv2d and matmul run only as a fused
+    sequence's epilogue (default True). False leaves it to the first such call (it compiles
+    then, unless cached): plain conv2d and matmul calls never need it.
 
     ``progress``: None (silent), True (lines on stderr) or a writable text file: one line per
     driver (n of m, family and dtype, loaded or compiled, seconds, total elapsed), and a last
@@ -107,12 +112,15 @@ def warm(families=None, dtypes=None, progress=None, *, pairs=None, processes=1):
         from dynshape_kernels import drivers as _d
         missing = [p for p in pairs if not _d.load_cached(*p)]
         if len(missing) > 1:
-            done = _compile_in_children(missing, processes, stream, t0, len(pairs))
+            done = _compile_in_children(missing, processes, stream, t0, len(pairs),
+                                        epilogues)
     compiled_elsewhere = {(f, d) for f, d, _, _ in done}
     i = len(done)
     for fam, dt in pairs:
         if (fam, dt) in compiled_elsewhere:
             drivers.get(fam, dt)            # from the cache the children filled
+            if epilogues:
+                drivers.fill_on_demand(fam, dt)
             continue
         i += 1
         if stream is not None:
@@ -120,6 +128,8 @@ def warm(families=None, dtypes=None, progress=None, *, pairs=None, processes=1):
         t = time.perf_counter()
         with count_compilations() as c:
             drivers.get(fam, dt)
+            if epilogues:
+                drivers.fill_on_demand(fam, dt)
         dt_s = time.perf_counter() - t
         done.append((fam, dt, dt_s, c.count > 0))
         if stream is not None:
@@ -134,9 +144,10 @@ def warm(families=None, dtypes=None, progress=None, *, pairs=None, processes=1):
     return done
 
 
-def _jobs(pairs):
+def _jobs(pairs, epilogues=True):
     """The children's jobs: each driver pair, and ``(STEPS, dtype)`` for the step interpreter
-    of each dtype whose drivers call it. Per job, ``(locks, needs)``:
+    of each dtype whose drivers call it (with ``epilogues`` False: whose drivers need it to
+    load, the fused-sequence driver's). Per job, ``(locks, needs)``:
 
     * ``locks``: the Numba cache indexes the job writes: the driver's Python function (unary
       and copy share one) and the functions it reaches by address (``cpu.address_link``).
@@ -144,17 +155,22 @@ def _jobs(pairs):
       jobs share a lock. A driver only reads the step interpreter's index; the
       interpreter's own job writes it.
     * ``needs``: the jobs that must be done first (a driver that runs step programs loads
-      its dtype's interpreter, compiled by another job)."""
+      its dtype's interpreter, compiled by another job; conv and matmul, which call it on
+      demand only, compile without it)."""
     from dynshape_kernels import drivers
     from dynshape_kernels.cpu import step_link
+
+    def loads_with_steps(fam):
+        return (drivers.runs_step_programs(fam)
+                and step_link.STEPS not in drivers.on_demand_links(fam))
     jobs = {}
     for fam, dt in pairs:
-        if drivers.runs_step_programs(fam):
+        if loads_with_steps(fam) or (epilogues and drivers.runs_step_programs(fam)):
             jobs.setdefault((STEPS, dt), (frozenset({step_link.STEPS.name}), frozenset()))
     for fam, dt in pairs:
         locks = {drivers.function_name(fam)}
         locks |= {link.name for link in drivers.links_of(fam) if link is not step_link.STEPS}
-        needs = {(STEPS, dt)} if drivers.runs_step_programs(fam) else set()
+        needs = {(STEPS, dt)} if loads_with_steps(fam) else set()
         jobs[(fam, dt)] = (frozenset(locks), frozenset(needs))
     return jobs
 
@@ -169,13 +185,13 @@ def _pick(jobs, pending, done, held):
     return min(ready, key=lambda j: (j[0] != STEPS, -_COMPILE_COST.get(j[0], 30)))
 
 
-def _compile_in_children(pairs, processes, stream, t0, total):
+def _compile_in_children(pairs, processes, stream, t0, total, epilogues=True):
     """Compile ``pairs`` into Numba's on-disk cache in ``processes`` child processes. The
     parent hands each idle child its next job (:func:`_pick`) as the jobs finish, so a
     driver waits only for what it needs, and never compiles while another job writes one
     of its cache indexes. Returns ``(family, dtype, seconds, True)`` per pair, in the order
     they finished."""
-    jobs = _jobs(pairs)
+    jobs = _jobs(pairs, epilogues)
     pending, finished, held = list(jobs), set(), set()
     lines = queue.Queue()
     running = {}                    # child -> its job, or None while idle

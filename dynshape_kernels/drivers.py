@@ -32,7 +32,14 @@ _DRIVERS = {
     "conv": ("dynshape_kernels.cpu.conv", "conv_driver", "signature", None),
     "fused": ("dynshape_kernels.cpu.fused", "fused_driver", "signature", FUSED_DTYPES),
 }
-_resolved = {}      # family -> (python function, signature function, links it calls)
+_resolved = {}      # family -> (python function, signature function, links, on-demand links)
+
+
+def _module_links(m, name, fn):
+    links = getattr(m, name, ())
+    if isinstance(links, dict):             # a module of several drivers: by function name
+        links = links.get(fn, ())
+    return tuple(links)
 
 
 def _resolve(family):
@@ -40,17 +47,31 @@ def _resolve(family):
     if hit is None:
         module, fn, sig, _ = _DRIVERS[family]
         m = importlib.import_module(module) if isinstance(module, str) else module
-        links = getattr(m, "LINKS", ())
-        if isinstance(links, dict):         # a module of several drivers: by function name
-            links = links.get(fn, ())
-        hit = _resolved[family] = (getattr(m, fn), getattr(m, sig), tuple(links))
+        hit = _resolved[family] = (getattr(m, fn), getattr(m, sig),
+                                   _module_links(m, "LINKS", fn),
+                                   _module_links(m, "ON_DEMAND", fn))
     return hit
 
 
 def links_of(family):
     """The functions the family's driver reaches by address (``cpu.address_link``): its
-    module's ``LINKS`` (a tuple, or a dict by driver function name)."""
-    return _resolve(family)[2]
+    module's ``LINKS`` (filled before the driver loads) and ``ON_DEMAND`` (filled by
+    :func:`fill_on_demand`), each a tuple, or a dict by driver function name."""
+    hit = _resolve(family)
+    return hit[2] + hit[3]
+
+
+def on_demand_links(family):
+    """The links the family's driver calls only for some launches (its module's
+    ``ON_DEMAND``): it loads without them."""
+    return _resolve(family)[3]
+
+
+def fill_on_demand(family, dtype):
+    """Load (or compile) what the driver of ``(family, dtype)`` calls on demand, before a
+    launch that needs it (an epilogue program: the step interpreter). Cheap once filled."""
+    for link in _resolve(family)[3]:
+        link.ensure(dtype)
 
 
 def runs_step_programs(family):
@@ -59,9 +80,10 @@ def runs_step_programs(family):
 
 
 def _fill_links(family, dtype):
-    """A callable that fills the slots of the driver of ``(family, dtype)``'s links."""
+    """A callable that fills the slots of the links the driver of ``(family, dtype)`` needs
+    before it loads (not its on-demand ones)."""
     def fill():
-        for link in links_of(family):
+        for link in _resolve(family)[2]:
             link.ensure(dtype)
     return fill
 
@@ -137,15 +159,16 @@ def get(family, dtype):
         with _lock:
             disp = _loaded.get(key)
             if disp is None:
-                py_func, sig, _ = _resolve(family)
+                py_func, sig, _, later = _resolve(family)
                 before = _fill_links(family, dtype)
-                if _package is None:
-                    before()
-                    disp = njit(**_OPTS)(py_func)
-                    disp.compile(sig(dtype))
-                else:
-                    disp = _package.load_driver(family, dtype, py_func, sig(dtype), _OPTS,
-                                                before)
+                with address_link.deferred(later):
+                    if _package is None:
+                        before()
+                        disp = njit(**_OPTS)(py_func)
+                        disp.compile(sig(dtype))
+                    else:
+                        disp = _package.load_driver(family, dtype, py_func, sig(dtype), _OPTS,
+                                                    before)
                 _check_links(family, dtype, disp)
                 disp.disable_compile()
                 _loaded[key] = disp
@@ -180,10 +203,11 @@ def load_cached(family, dtype):
     if _package is not None:
         get(family, dtype)
         return True
-    py_func, sig, _ = _resolve(family)
+    py_func, sig, _, later = _resolve(family)
     disp = njit(**_OPTS)(py_func)
     try:
-        with event.install_listener("numba:compile", _RefuseCompile()):
+        with event.install_listener("numba:compile", _RefuseCompile()), \
+                address_link.deferred(later):
             _fill_links(family, dtype)()
             disp.compile(sig(dtype))
     except _NotCached:
@@ -219,10 +243,11 @@ class DriverSet:
             with self._lock:
                 disp = self._loaded.get(key)
                 if disp is None:
-                    py_func, sig, _ = _resolve(family)
+                    py_func, sig, _, later = _resolve(family)
                     _fill_links(family, dtype)()
                     disp = njit(**self.options)(py_func)
-                    disp.compile(sig(dtype))
+                    with address_link.deferred(later):
+                        disp.compile(sig(dtype))
                     _check_links(family, dtype, disp)
                     disp.disable_compile()
                     self._loaded[key] = disp
@@ -230,3 +255,7 @@ class DriverSet:
 
     def loaded(self):
         return sorted(self._loaded)
+
+    def fill_on_demand(self, family, dtype):
+        """As the module's :func:`fill_on_demand` (the links are shared)."""
+        fill_on_demand(family, dtype)

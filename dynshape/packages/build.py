@@ -168,6 +168,7 @@ def _stage(dest, pairs):
             t0 = time.perf_counter()
             before = len(compiles)
             disp = drivers.get(fam, dt)
+            drivers.fill_on_demand(fam, dt)     # a package holds what its drivers may call
             _emit(event="driver", family=fam, dtype=dt, seconds=time.perf_counter() - t0,
                   compiled=len(compiles) > before)
             key = disp._cache._index_key(drivers.signature(fam, dt), codegen)

@@ -96,7 +96,11 @@ class Executor:
             bound = self.bind(launch, geo, table)
             if sig is not None:                  # geometry may have replaced operands
                 MEMO.put(self.signature(launch), key, bound)
-        driver = target.driver(self.family or launch.family, launch.dtype)
+        family = self.family or launch.family
+        if "steps" in launch.extra:      # an epilogue program: its interpreter on demand
+            driver = target.epilogue_driver(family, launch.dtype)
+        else:
+            driver = target.driver(family, launch.dtype)
         self.call(driver, launch, table, bound)
         launch.ran = (key, table, bound)
         return launch.result

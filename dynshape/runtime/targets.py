@@ -15,7 +15,9 @@ from dynshape.errors import SettingError
 
 class Target:
     """``drivers``: an object with ``get(family, dtype)`` returning a compiled driver (no
-    compilation once loaded). ``array_types``: the array classes this target computes on,
+    compilation once loaded), and optionally ``fill_on_demand(family, dtype)``, which loads
+    what a driver calls only for launches with an epilogue program (see
+    :meth:`epilogue_driver`). ``array_types``: the array classes this target computes on,
     used to pick the target of a call from its inputs."""
 
     def __init__(self, name, drivers, array_types=(np.ndarray,), description=""):
@@ -27,6 +29,15 @@ class Target:
     def driver(self, family, dtype):
         """The compiled driver of ``(family, dtype)`` (looked up on every call, so that
         tools and tests can wrap the drivers' ``get``)."""
+        return self.drivers.get(family, dtype)
+
+    def epilogue_driver(self, family, dtype):
+        """:meth:`driver` for a launch that runs an epilogue program (a fused sequence's
+        steps after a conv2d or matmul): what the driver calls only then (the CPU's step
+        interpreter) is loaded, or compiled, first."""
+        fill = getattr(self.drivers, "fill_on_demand", None)
+        if fill is not None:
+            fill(family, dtype)
         return self.drivers.get(family, dtype)
 
     def replay_driver(self, family, dtype):

@@ -13,8 +13,13 @@ refers to it always links. :meth:`Link.ensure` fills a slot with the address of 
 compiled for that dtype, or loaded from Numba's cache (or the kernel package in use).
 ``drivers.get`` fills the slots of the links a driver's module lists in ``LINKS`` before it
 loads the driver; typing a call fills its slot too, so code compiled in this process runs at
-once. A call through an empty slot raises ``RuntimeError`` naming the link and dtype; it
-never jumps to address 0. Slots are filled once per process and never emptied.
+once. A driver's module may list links it calls only for some launches in ``ON_DEMAND``
+instead (conv and matmul call the step interpreter only for a fused sequence's epilogue):
+``drivers.get`` compiles or loads such a driver without them (typing a call inside
+:func:`deferred` leaves the slot alone), and the executor fills their slots before the
+first launch that needs them (``drivers.fill_on_demand``). A call through an empty slot
+raises ``RuntimeError`` naming the link and dtype; it never jumps to address 0. Slots are
+filled once per process and never emptied.
 
 A linked function is compiled on its own, so it does not inherit its callers' compiler
 options: it must say ``error_model="numpy"`` itself, as the drivers do (x/0 gives inf or nan,
@@ -24,6 +29,7 @@ A call passes its arguments as one tuple, ``link_call((a, b, ...))``; each must 
 dtype's signature, up to integer casts (a literal or a ``prange`` index becomes int64) and
 writable arrays passed where read-only ones are declared (same data model).
 """
+import contextlib
 import ctypes
 import threading
 
@@ -37,6 +43,19 @@ from numba.extending import intrinsic
 #: every link created in this process (kernel packages hold what these compiled)
 LINKS = []
 _lock = threading.RLock()
+_deferred = threading.local()       # .links: the links whose typed calls fill no slot
+
+
+@contextlib.contextmanager
+def deferred(links):
+    """Within this block (in this thread), typing a call to one of ``links`` does not fill
+    its slot (nor compile the function): for compiling a driver that calls them on demand."""
+    before = getattr(_deferred, "links", frozenset())
+    _deferred.links = before | frozenset(links)
+    try:
+        yield
+    finally:
+        _deferred.links = before
 
 
 class Link:
@@ -71,9 +90,12 @@ class Link:
     def ensure(self, dtype):
         """Fill the slot of ``dtype``: load the function compiled for it from Numba's cache,
         or compile it. Returns its address."""
-        if dtype not in self._slots:
+        slot = self._slots.get(dtype)
+        if slot is None:
             raise ValueError(f"{self.name} is not built for {dtype!r}; it is for "
                              f"{', '.join(self.dtypes)}")
+        if slot.value:
+            return slot.value
         with _lock:
             slot = self._slots[dtype]
             if not slot.value:
@@ -148,7 +170,8 @@ def _caller(link):
         if not isinstance(args, types.BaseTuple):
             raise TypingError(f"{link.name}: pass the arguments as one tuple, got {args}")
         dtype, declared = link.match(tuple(args))
-        link.ensure(dtype)
+        if link not in getattr(_deferred, "links", ()):
+            link.ensure(dtype)
         message = (f"{link.name} for {dtype} is not loaded in this process (was its driver "
                    "obtained through dynshape_kernels.drivers.get?)")
 

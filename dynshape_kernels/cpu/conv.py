@@ -411,7 +411,10 @@ def thread_signature(dtype):
 #: generate the tiles' code again
 THREADS = Link("conv.thread_entries", lambda: _thread_entries, thread_signature, DTYPES)
 #: functions the driver reaches by address: drivers.get fills their slots first
-LINKS = (STEPS, THREADS)
+#: the per-thread function, filled before the driver loads; the step interpreter runs only a
+#: fused sequence's epilogue, so a plain conv2d loads (or compiles) without it
+LINKS = (THREADS,)
+ON_DEMAND = (STEPS,)
 thread_entries = THREADS.call
 
 

@@ -414,7 +414,10 @@ def _thread_signature(dtype):
 #: the tiles' code again
 THREADS = Link("matmul.thread_tiles", lambda: _thread_tiles, _thread_signature, DTYPES)
 #: functions the driver reaches by address: drivers.get fills their slots first
-LINKS = (STEPS, THREADS)
+#: the per-thread function, filled before the driver loads; the step interpreter runs only a
+#: fused sequence's epilogue, so a plain matmul loads (or compiles) without it
+LINKS = (THREADS,)
+ON_DEMAND = (STEPS,)
 thread_tiles = THREADS.call
 
 

@@ -136,8 +136,10 @@ def _simulate_warming(pairs, children):
 
 def test_parallel_warming_runs_each_step_interpreter_once_before_its_drivers():
     """Jobs: every driver once, and the step interpreter of each dtype whose drivers call
-    it, which those drivers wait for; no two jobs writing one cache index (a driver's
-    function, unary and copy sharing one, or one reached by address) run at once."""
+    it, which the fused driver waits for (conv and matmul call it on demand: they compile
+    without it, and ``epilogues=False`` leaves it out); no two jobs writing one cache index
+    (a driver's function, unary and copy sharing one, or one reached by address) run at
+    once."""
     from dynshape.warming import STEPS, _jobs, plan
     from dynshape_kernels import drivers
     demo = plan(["conv", "matmul", "unary", "binary", "copy", "pool"], ["float32"])
@@ -164,6 +166,11 @@ def test_parallel_warming_runs_each_step_interpreter_once_before_its_drivers():
             total = sum(e - s for s, e, _ in runs)
             assert end <= total / 2 + 2, (end, total)
     assert not drivers.runs_step_programs("unary") and drivers.runs_step_programs("conv")
+    jobs = _jobs(plan(["conv", "matmul", "fused"], ["float32"]))
+    assert jobs[("fused", "float32")][1] == {(STEPS, "float32")}
+    assert not jobs[("conv", "float32")][1] and not jobs[("matmul", "float32")][1]
+    assert (STEPS, "float32") in _jobs(demo) and (STEPS, "float32") not in _jobs(demo, False)
+    assert (STEPS, "float32") in _jobs(plan(["fused"], ["float32"]), False)
 
 
 def test_module_entry_point_runs_a_command():

@@ -134,3 +134,74 @@ def test_cached_code_loaded_before_its_slot_is_filled_raises_instead_of_crashing
     got = child("load")                             # loaded from the cache, slot empty
     assert "steps for float64 is not loaded in this process" in got["error"]
     assert child("fill") == {"ok": True}            # the same cached code once it is filled
+
+
+_ON_DEMAND_CHILD = """
+    import json, sys, types
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    from numba.core import event
+    from test_step_link import _program, tiny_driver, tiny_signature
+    from dynshape_kernels import drivers
+    from dynshape_kernels.cpu import step_link
+    compiled = []
+    class Seen(event.Listener):
+        def on_start(self, ev): compiled.append(ev.data["dispatcher"].py_func.__name__)
+        def on_end(self, ev): pass
+    event.register("numba:compile", Seen())
+    mod = types.SimpleNamespace(tiny_driver=tiny_driver, tiny_signature=tiny_signature,
+                                ON_DEMAND=(step_link.STEPS,))
+    drivers.register("tiny_on_demand", mod, "tiny_driver", "tiny_signature",
+                     dtypes=("float64",))
+    run = drivers.get("tiny_on_demand", "float64")
+    got = dict(filled_after_get=step_link.STEPS.filled(),
+               interpreter_compiled="_apply_steps_range" in compiled)
+    x = np.linspace(-1, 1, 9)
+    try:
+        run(x, *_program(np.float64))
+    except RuntimeError as exc:
+        got["error"] = str(exc)
+    drivers.fill_on_demand("tiny_on_demand", "float64")
+    run(x, *_program(np.float64))
+    got["filled"] = step_link.STEPS.filled()
+    got["ok"] = bool((x == np.maximum(np.linspace(-1, 1, 9), 0) * 3).all())
+    print(json.dumps(got))
+"""
+
+
+def test_a_driver_that_calls_the_interpreter_on_demand_loads_without_it(tmp_path):
+    """A driver module listing the interpreter in ``ON_DEMAND`` (conv's and matmul's) is
+    compiled without compiling or filling the interpreter (in a fresh process and cache);
+    a program run through the empty slot raises, and ``fill_on_demand`` makes it run."""
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(_ON_DEMAND_CHILD),
+                        os.path.dirname(__file__)], capture_output=True, text=True,
+                       env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)), timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["filled_after_get"] == [] and not got["interpreter_compiled"]
+    assert "steps for float64 is not loaded in this process" in got["error"]
+    assert got["filled"] == ["float64"] and got["ok"]
+
+
+def test_conv_and_matmul_fill_the_interpreter_before_an_epilogue(monkeypatch):
+    """conv2d and matmul list the interpreter on demand; a fused chain after them fills its
+    slot before the driver runs (here emptied first: without the fill the driver raises)."""
+    import dynshape
+    assert step_link.STEPS in drivers.on_demand_links("conv")
+    assert step_link.STEPS in drivers.on_demand_links("matmul")
+    assert step_link.STEPS not in drivers.on_demand_links("fused")
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((9, 20)).astype(np.float32)
+    b = rng.standard_normal((20, 7)).astype(np.float32)
+    x = rng.standard_normal((1, 3, 9, 8)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    mm = dynshape.fuse(["matmul", "relu", ("mul", 2.0)])
+    cv = dynshape.fuse([("conv2d", {"pads": 1}), "relu", ("mul", 2.0)])
+    want_mm = np.maximum(dynshape.run("matmul", a, b), 0) * 2
+    want_cv = np.maximum(dynshape.run("conv2d", x, w, pads=1), 0) * 2
+    mm(a, b), cv(x, w)                  # loaded, tables built
+    slot = step_link.STEPS._slots["float32"]
+    for f, args, want in ((mm, (a, b), want_mm), (cv, (x, w), want_cv)):
+        monkeypatch.setattr(slot, "value", None)
+        np.testing.assert_allclose(f(*args), want, rtol=1e-5, atol=1e-5)
+        assert slot.value
