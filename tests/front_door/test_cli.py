@@ -100,6 +100,25 @@ def test_warm_reports_progress_per_driver():
     assert all(("compiled" in ln) == c for ln, (_, _, _, c) in zip(lines, done))
 
 
+def test_warm_fills_the_epilogue_interpreter_unless_told_not_to(monkeypatch, capsys):
+    """``warm`` loads what conv2d and matmul call only for epilogues (``epilogues=True``, the
+    default); ``epilogues=False`` and ``dynshape warm --no-epilogues`` leave it out."""
+    from dynshape_kernels import drivers
+    filled = []
+    monkeypatch.setattr(drivers, "fill_on_demand", lambda f, d: filled.append((f, d)))
+    pairs = [("conv", "float32"), ("unary", "float32")]
+    dynshape.warm(pairs=pairs)
+    assert filled == pairs
+    filled.clear()
+    dynshape.warm(pairs=pairs, epilogues=False)
+    assert filled == []
+    assert main(["warm", "--family", "conv", "--dtype", "float32", "--no-epilogues"]) == 0
+    assert filled == []
+    assert main(["warm", "--family", "conv", "--dtype", "float32"]) == 0
+    assert filled == [("conv", "float32")]
+    capsys.readouterr()
+
+
 def test_warm_plan_dedupes_copy_item_sizes():
     """Copies of 4- and 8-byte items run on the unary float driver of that size, the others
     on the copy family's driver of their item size."""
