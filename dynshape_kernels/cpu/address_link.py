@@ -173,7 +173,8 @@ def _caller(link):
         if link not in getattr(_deferred, "links", ()):
             link.ensure(dtype)
         message = (f"{link.name} for {dtype} is not loaded in this process (was its driver "
-                   "obtained through dynshape_kernels.drivers.get?)")
+                   "obtained through dynshape_kernels.drivers.get, and drivers.fill_on_demand "
+                   "called for a link it lists in ON_DEMAND?)")
 
         def codegen(context, builder, sig, llargs):
             values = []
