@@ -678,40 +678,15 @@ def _ldexp_inputs(dtype):
 _SCALINGS_PROBE = r"""
 import re, sys
 import numpy as np
-from numba import njit
 sys.path.insert(0, {tests!r})
-from test_mathfuncs import _LDEXP_NAMES, _ldexp_inputs
-from dynshape_kernels.cpu import mathfuncs as mf
+from test_mathfuncs import _LDEXP_NAMES, _apply, _ldexp_inputs, mf, run
 assert not mf.HAS_SCALEF
-F = [mf.FUNCTIONS[n] for n in _LDEXP_NAMES]
-f0, f1, f2, f3, f4, f5, f6 = F
-
-@njit(error_model="numpy")
-def apply(fid, x, o):
-    for i in range(x.size):
-        if fid == 0:
-            o[i] = f0(x[i])
-        elif fid == 1:
-            o[i] = f1(x[i])
-        elif fid == 2:
-            o[i] = f2(x[i])
-        elif fid == 3:
-            o[i] = f3(x[i])
-        elif fid == 4:
-            o[i] = f4(x[i])
-        elif fid == 5:
-            o[i] = f5(x[i])
-        else:
-            o[i] = f6(x[i])
-
 out = {{}}
 for dt in (np.float32, np.float64):
     x = _ldexp_inputs(dt)
-    for fid, name in enumerate(_LDEXP_NAMES):
-        o = np.empty_like(x)
-        apply(fid, x, o)
-        out[f"{{name}}/{{np.dtype(dt).name}}"] = o
-    asm = apply.inspect_asm(apply.signatures[-1])
+    for name in _LDEXP_NAMES:
+        out[f"{{name}}/{{np.dtype(dt).name}}"] = run(name, x)
+    asm = _apply.inspect_asm(_apply.signatures[-1])
     assert "vscalef" not in asm, "the scalings path used vscalef"
     assert not re.search(r"call\w*\s+[^\n]*ldexp", asm), "ldexp became a library call"
 np.savez({path!r}, **out)
