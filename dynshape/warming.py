@@ -114,22 +114,22 @@ def warm(families=None, dtypes=None, progress=None, *, pairs=None, processes=1,
         if len(missing) > 1:
             done = _compile_in_children(missing, processes, stream, t0, len(pairs),
                                         epilogues)
+    def load(fam, dt):
+        drivers.get(fam, dt)
+        if epilogues:
+            drivers.fill_on_demand(fam, dt)
     compiled_elsewhere = {(f, d) for f, d, _, _ in done}
     i = len(done)
     for fam, dt in pairs:
         if (fam, dt) in compiled_elsewhere:
-            drivers.get(fam, dt)            # from the cache the children filled
-            if epilogues:
-                drivers.fill_on_demand(fam, dt)
+            load(fam, dt)                   # from the cache the children filled
             continue
         i += 1
         if stream is not None:
             print(f"  [{i}/{len(pairs)}] {fam} {dt} ...", end="", file=stream, flush=True)
         t = time.perf_counter()
         with count_compilations() as c:
-            drivers.get(fam, dt)
-            if epilogues:
-                drivers.fill_on_demand(fam, dt)
+            load(fam, dt)
         dt_s = time.perf_counter() - t
         done.append((fam, dt, dt_s, c.count > 0))
         if stream is not None:
