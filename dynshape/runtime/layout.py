@@ -137,6 +137,12 @@ def flat_buffer(a):
     return flat_view(a)[0]
 
 
+def is_flat_buffer(a):
+    """Whether ``a`` is its own ``flat_view`` buffer (one C-contiguous dimension of an item
+    type the kernels take as it is): a replay can pass such arrays without a view."""
+    return a.ndim == 1 and a.flags.c_contiguous and kernel_dtype(a.dtype) is None
+
+
 def flattener(a):
     """A function giving ``flat_view(b)[0]`` for any array ``b`` of ``a``'s dtype, shape and
     strides, chosen once for that layout (a replay's arrays all have it), without the span

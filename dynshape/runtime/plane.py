@@ -15,7 +15,7 @@ from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.replay import same_operands
 from dynshape.runtime.targets import get_target
 from dynshape.runtime.layout import (Plane, broadcast_strides, check_outer, element_strides,
-                                     flat_view, flattener, plane)
+                                     flat_view, flattener, is_flat_buffer, plane)
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
 from dynshape.tables.param_table import ParamTable
@@ -120,6 +120,15 @@ class PlaneExecutor(Executor):
                 or (len(arrays) == 2 and fattrs is not None)):
             return None
         call = get_target(launch.target).replay_driver(fam, dt)
+        if all(is_flat_buffer(a) for a in (launch.out, *arrays)):
+            # one-dimensional contiguous operands are the driver's buffers as they are
+            if len(arrays) == 1:
+                def go(arrays, out):
+                    call(arrays[0], out, common, entries, fattrs)
+            else:
+                def go(arrays, out):
+                    call(arrays[0], arrays[1], out, common, entries)
+            return go
         fo, fx = flattener(launch.out), flattener(arrays[0])
         if len(arrays) == 1:
             def go(arrays, out):

@@ -16,9 +16,11 @@ What keeps a replay right:
   or converts an operand makes no replay: the executor is only asked when the launch's
   operands are the caller's arrays, or views of their memory as other item types that the
   replay makes again (copy and transpose move unsigned items: ``reinterpreted``).
-* The table must still be the cache's table of its key (the cache's dict is read without the
-  lock): a background swap to the optimized table, an eviction or ``clear_cache`` end the
-  replay (the next call takes the full path and records a new one).
+* The table must still be the cache's table of its key: a background swap to the optimized
+  table, an eviction or ``clear_cache`` end the replay (the next call takes the full path
+  and records a new one). Each of them bumps the cache's ``epoch``; a replay looks its key
+  up again (in the cache's dict, without the lock) only when the epoch moved since it last
+  did, so a steady stream of calls pays one integer comparison.
 * ``out`` given: a partial overlap with an input takes the full path (which copies the
   input first, as NumPy does); exact identity with an input is part of the signature.
 * A replay fetches its driver once and enters its compiled entry point, skipping the
@@ -86,10 +88,13 @@ def signature(op, arrays, out, attrs):
 
 class Replay:
     """One recorded call: ``go(arrays, out)`` runs the driver; the call allocates the output
-    (``shape``, ``dtype``) when the caller gave none."""
-    __slots__ = ("go", "key", "table", "shape", "dtype", "finalize", "held")
+    (``shape``, ``dtype``) when the caller gave none. ``others``: the positions of the arrays
+    that are not ``out`` itself (each call checks them for a partial overlap with ``out``);
+    ``epoch``: the cache's epoch when ``table`` was last seen cached under ``key``."""
+    __slots__ = ("go", "key", "table", "shape", "dtype", "finalize", "held", "others",
+                 "epoch")
 
-    def __init__(self, go, key, table, shape, dtype, finalize, held):
+    def __init__(self, go, key, table, shape, dtype, finalize, held, others, epoch):
         self.go = go
         self.key = key
         self.table = table
@@ -97,6 +102,8 @@ class Replay:
         self.dtype = dtype
         self.finalize = finalize
         self.held = held                 # arrays given as attributes, kept alive
+        self.others = others
+        self.epoch = epoch
 
 
 class ReplayMemo:
@@ -117,19 +124,21 @@ class ReplayMemo:
         if r is None or _policy.get() == "warmup":
             return None
         cache = self.cache
-        tables = cache._tables
-        if tables.get(r.key) is not r.table:
-            return None
+        epoch = cache.epoch
+        if r.epoch != epoch:             # a table left the cache since r was last checked
+            if cache._tables.get(r.key) is not r.table:
+                return None
+            r.epoch = epoch
         if out is None:
             out = np.empty(r.shape, r.dtype)
         else:
-            for a in arrays:
-                if a is not out and _may_share(out, a):
+            for i in r.others:
+                if _may_share(out, arrays[i]):
                     return None
         if r.go(arrays, out) is False:
             return None
         try:
-            tables.move_to_end(r.key)
+            cache._tables.move_to_end(r.key)
         except KeyError:
             pass
         cache.hits += 1
@@ -169,7 +178,12 @@ class ReplayMemo:
         go = executor.replay(launch, arrays, table, bound)
         if go is None:
             return
-        r = Replay(go, key, table, result.shape, result.dtype, launch.finalize, held)
+        others = () if out is None else tuple(i for i, a in enumerate(arrays) if a is not out)
+        epoch = self.cache.epoch
+        if self.cache._tables.get(key) is not table:
+            return                        # swapped or evicted while this call ran
+        r = Replay(go, key, table, result.shape, result.dtype, launch.finalize, held, others,
+                   epoch)
         with self._lock:
             if len(self._entries) >= self.max_entries:
                 self._entries.clear()

@@ -55,6 +55,9 @@ class TableCache:
         self._pool = None
         self._local = threading.local()
         self._clear_hooks = []
+        # bumped whenever a cached table leaves the cache or is replaced (eviction, swap,
+        # clear): a memo holding tables checks it instead of looking its key up again
+        self.epoch = 0
         for name in _COUNTERS:
             setattr(self, name, 0)
 
@@ -79,11 +82,14 @@ class TableCache:
             self._insert(key, table)
 
     def _insert(self, key, table):
+        if self._tables.get(key, table) is not table:
+            self.epoch += 1
         self._tables[key] = table
         self._tables.move_to_end(key)
         while len(self._tables) > self.max_tables:
             self._tables.popitem(last=False)
             self.evictions += 1
+            self.epoch += 1
 
     def last_table(self):
         """The table most recently handed out in the calling thread (by ``get`` or
@@ -200,6 +206,7 @@ class TableCache:
                 if key in self._tables:
                     self._tables[key] = table
                     self.optimized_swaps += 1
+                    self.epoch += 1
             self._save(key, table)
             return table
         finally:
@@ -228,6 +235,7 @@ class TableCache:
         self.wait()
         with self._lock:
             self._tables.clear()
+            self.epoch += 1
             for hook in self._clear_hooks:
                 hook()
             for name in _COUNTERS:

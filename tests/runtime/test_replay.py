@@ -2,6 +2,8 @@
 the recorded driver call, gives the same results as the full path on new data, and ends
 whenever the table it ran changes (background swap, eviction, clear_cache), when ``out``
 overlaps an input, or when a setting it depends on changes."""
+import copy
+
 import numba
 import numpy as np
 import pytest
@@ -42,6 +44,13 @@ CASES = {
               lambda a: np.maximum(a, 0), lambda: (f32(33, 31),)),
     "binary": (lambda a, b, out=None: dynshape.run("add", a, b, out=out),
                lambda a, b: a + b, lambda: (f32(33, 31), f32(31))),
+    # one-dimensional contiguous operands: the replay passes the arrays themselves
+    "unary flat": (lambda a, out=None: dynshape.run("sigmoid", a, out=out),
+                   lambda a: 1 / (1 + np.exp(-a.astype(np.float64))), lambda: (f32(1003),)),
+    "binary flat": (lambda a, b, out=None: dynshape.run("sub", a, b, out=out),
+                    lambda a, b: a - b, lambda: (f32(1003), f32(1003))),
+    "binary flat broadcast": (lambda a, b, out=None: dynshape.run("mul", a, b, out=out),
+                              lambda a, b: a * b, lambda: (f32(1003), f32(1))),
     "reduce": (lambda a, out=None: dynshape.run("sum", a, axis=1, out=out),
                lambda a: a.astype(np.float64).sum(1), lambda: (f32(33, 31),)),
     "rowwise": (lambda a, out=None: dynshape.run("softmax", a, out=out),
@@ -192,6 +201,58 @@ def test_clear_cache_and_eviction_end_replays():
         assert REPLAY.replays == before, "an evicted table is not replayed"
     finally:
         dynshape.set_cache_limit(old)
+
+
+def test_the_cache_epoch_moves_whenever_a_table_leaves_it():
+    """Replays look their key up again only when the cache's epoch moved: every way a table
+    leaves the cache or is replaced moves it, a hit or a new key does not."""
+    from dynshape.tables.cache import TableCache
+    cache = TableCache(max_tables=2)
+    t1, t2, t3 = object(), object(), object()
+    e = cache.epoch
+    cache.put("a", t1)
+    cache.put("b", t2)
+    cache.put("a", t1)                                  # the same table again
+    assert cache.get("a") is t1 and cache.epoch == e
+    cache.put("a", t3)                                  # replaced
+    assert cache.epoch == e + 1
+    cache.put("c", t1)                                  # evicts "b"
+    assert cache.epoch == e + 2 and cache.get("b") is None
+    cache.optimize_later("a", lambda: t2).result()      # swapped
+    assert cache.epoch == e + 3 and cache.get("a") is t2
+    cache.clear()
+    assert cache.epoch == e + 4
+
+
+def test_a_replaced_table_ends_the_replay():
+    """A table put in the place of a replay's table (not a swap: a second build stored over
+    it) ends the replay, and a steady stream of calls is replayed without looking the key
+    up again."""
+    x = f32(29, 43)
+    dynshape.run("tanh", x)
+    dynshape.run("tanh", x)
+    table = dynshape.last_table()
+    key = next(k for k in config.cache.keys() if config.cache._tables[k] is table)
+    lookups = []
+
+    class Watched(type(config.cache._tables)):
+        def get(self, k, default=None):
+            lookups.append(k)
+            return super().get(k, default)
+    real = config.cache._tables
+    config.cache._tables = Watched(real)
+    try:
+        before = REPLAY.replays
+        for _ in range(3):
+            dynshape.run("tanh", x)
+        assert REPLAY.replays - before == 3 and lookups == []
+        config.cache.put(key, copy.copy(table))
+        before = REPLAY.replays
+        np.testing.assert_allclose(dynshape.run("tanh", x), np.tanh(x), rtol=2e-6, atol=1e-7)
+        assert REPLAY.replays == before, "a replaced table is not replayed"
+        assert dynshape.last_table() is config.cache._tables[key]
+    finally:
+        config.cache._tables = type(real)(config.cache._tables)
 
 
 def test_partial_overlap_takes_the_full_path():
