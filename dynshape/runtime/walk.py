@@ -282,16 +282,23 @@ class RowwiseExecutor(WalkExecutor):
             if u is None or u.shape != p.shape or u.strides != p.strides or \
                     u.dtype != p.dtype or not np.may_share_memory(u, p):
                 return None
-            params.append(k)
+            params.append(flattener(u))
         call = get_target(launch.target).replay_driver("rowwise", launch.dtype)
         entries, fattrs = table.entries, launch.fattrs
-        w0, b0 = params
         fx, fo = flattener(arrays[0]), flattener(launch.out)
-
-        def go(arrays, out):
-            w = flat_view(arrays[w0])[0] if w0.__class__ is int else w0
-            b = flat_view(arrays[b0])[0] if b0.__class__ is int else b0
-            call(fx(arrays[0]), w, b, fo(out), common, entries, fattrs)
+        w, b = params
+        if not callable(w) and not callable(b):       # softmax, unweighted norms
+            def go(arrays, out):
+                call(fx(arrays[0]), w, b, fo(out), common, entries, fattrs)
+        elif not callable(b):                         # a weight, no bias
+            def go(arrays, out):
+                call(fx(arrays[0]), w(arrays[1]), b, fo(out), common, entries, fattrs)
+        elif callable(w):
+            def go(arrays, out):
+                call(fx(arrays[0]), w(arrays[1]), b(arrays[2]), fo(out), common, entries,
+                     fattrs)
+        else:
+            return None                               # a bias without a weight
         return go
 
 

@@ -407,6 +407,30 @@ def test_layer_norm_weights_are_read_from_each_call():
         -1, keepdims=True) + 1e-5) * 2.0 + b, rtol=2e-5, atol=2e-5)
 
 
+def _norm_ref(op, x, w=None):
+    x = x.astype(np.float64)
+    if op == "rms_norm":
+        y = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5)
+    else:
+        y = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    return y if w is None else y * w
+
+
+@pytest.mark.parametrize("op, weighted", [("layer_norm", True), ("rms_norm", True),
+                                          ("rms_norm", False), ("layer_norm", False)])
+def test_row_norms_with_and_without_weight_are_replayed_right(op, weighted):
+    """A weight without a bias: the replay reads the weight of each call and the bias
+    placeholder; neither: both placeholders."""
+    x = f32(9, 37)
+    before = REPLAY.replays
+    for _ in range(4):
+        x[:] = f32(9, 37)
+        w = (f32(37),) if weighted else ()
+        np.testing.assert_allclose(dynshape.run(op, x, *w), _norm_ref(op, x, *w), rtol=2e-5,
+                                   atol=2e-5)
+    assert REPLAY.replays - before == 3
+
+
 def test_matmul_bias_is_read_live_and_keyed_by_identity():
     a, b = f32(9, 12), f32(12, 5)
     bias = f32(5)
