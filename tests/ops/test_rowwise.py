@@ -189,6 +189,36 @@ def test_sums_of_exponentials_in_blocks_keep_float32_accuracy(n):
                                atol=1.5e-6)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_short_rows_that_follow_each_other_run_in_groups(op, dtype):
+    """Rows of at most JOIN_ROW elements that follow each other in x and the output run in
+    groups of up to JOIN_ELEMENTS elements (their maxima spread over a scratch, one exp loop
+    over the group): rows on both sides of JOIN_ROW, groups that end inside a work item,
+    special values that stay in their own row of a group, and rows that do not follow each
+    other (gaps between rows, an out= view with gaps: one row at a time) give the
+    reference."""
+    from dynshape_kernels.cpu.rowwise import JOIN_ELEMENTS, JOIN_ROW
+    rng = np.random.default_rng(9)
+    ref = ref_softmax if op == "softmax" else ref_log_softmax
+    for n in (1, 7, 77, JOIN_ROW - 1, JOIN_ROW, JOIN_ROW + 1):
+        x = (rng.standard_normal((3 * JOIN_ELEMENTS // n + 5, n)) * 4).astype(dtype)
+        x[2, -1] = np.nan                   # a NaN row, next to finite ones
+        x[5, :] = -np.inf                   # a row of -inf (NaN in every element)
+        x[7, 0] = np.inf
+        x[8, 0] = dtype(1e30)               # a huge value: the other elements' exp is 0
+        wide = (rng.standard_normal((x.shape[0], n + 5)) * 4).astype(dtype)
+        buf = np.full((x.shape[0], n + 9), 7.0, dtype)
+        with np.errstate(all="ignore"):
+            for v, out in ((x, None), (wide[:, 2:2 + n], None), (x, buf[:, 4:4 + n])):
+                got = dynshape.run(op, v, out=out)
+                want = ref(v, -1)
+                assert np.array_equal(np.isnan(got), np.isnan(want)), (op, n)
+                tol = 2e-5 if dtype == np.float32 else 1e-12
+                np.testing.assert_allclose(got, want, rtol=tol, atol=tol, equal_nan=True)
+        assert (buf[:, :4] == 7).all() and (buf[:, 4 + n:] == 7).all()     # gaps untouched
+
+
 def test_large_rows_and_middle_axis():
     rng = np.random.default_rng(0)
     logits = (rng.standard_normal((7, 3001)) * 5).astype(np.float32)
