@@ -671,23 +671,26 @@ def _first_row_x(common, entries, idx):
 
 
 @njit(cache=True)
-def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt, blk, st, mv):
+def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt, blk, st, mv, geo):
     """Entry ``e`` at outer index ``outer``; ``nxt`` is the work item this thread runs next
     (-1: none), whose first row a long softmax row prefetches after the entry's last.
-    ``blk`` (one streaming block), ``st`` (3 elements) and ``mv`` (JOIN_ELEMENTS of the
-    computed dtype): the thread's scratch, borrowed (see :func:`_rowwise_chunk`)."""
+    ``blk`` (one streaming block), ``st`` (3 elements), ``mv`` (JOIN_ELEMENTS of the
+    computed dtype) and ``geo`` (4 x _OPERANDS int64: the operands' starts, strides and
+    row bases): the thread's scratch, borrowed (see :func:`_rowwise_chunk`)."""
     local, r0, v0, r1, v1 = _entry_window(common, entries, e)
     code = common[C_OPBASE] + local // N_SLOTS
     if v0 == 0 or v1 == 0:
         return
-    start = np.empty(_OPERANDS, dtype=np.int64)
-    sm = np.empty(_OPERANDS, dtype=np.int64)
-    sn = np.empty(_OPERANDS, dtype=np.int64)
+    # views of the thread's scratch: four allocations per entry cost ~10 ns a row over
+    # entries of 8 short rows
+    start = geo[:_OPERANDS]
+    sm = geo[_OPERANDS:2 * _OPERANDS]
+    sn = geo[2 * _OPERANDS:3 * _OPERANDS]
     for q in range(_OPERANDS):
         sm[q] = common[C_OPS + q * OP_BLOCK + OP_SM]
         sn[q] = common[C_OPS + q * OP_BLOCK + OP_SN]
         start[q] = outer_offset(common, q, outer) + r0 * sm[q] + r1 * sn[q]
-    base = np.empty(_OPERANDS, dtype=np.int64)
+    base = geo[3 * _OPERANDS:]
     if common[_RB + R_STRATEGY] == STRAT_COLUMNS:
         for r in range(v0):
             for q in range(_OPERANDS):
@@ -772,16 +775,19 @@ def _rowwise_chunk(x, w, b, o, common, entries, first, step, total, eps, hw, hb)
     block = np.empty(BLOCK_BYTES // o.itemsize, dtype=o.dtype)
     state = np.empty(3, dtype=np.int64)
     maxima = compute_empty(x, JOIN_ELEMENTS)
+    geometry = np.empty(4 * _OPERANDS, dtype=np.int64)
     # borrowed (their owners held to the end): the rows pass them on and slice them, and
     # each view or pass of a counted array costs two atomics (27% of layer_norm's time over
     # 39063 x 768 was NRT_incref on the row max's scratch lanes, gone since)
     blk = borrowed(block)
     st = borrowed(state)
     mv = borrowed(maxima)
+    geo = borrowed(geometry)
     for idx in range(first, total, step):
         _rowwise_entry(x, w, b, o, common, entries, idx % n_entries, idx // n_entries, eps,
-                       hw, hb, idx + step if idx + step < total else np.int64(-1), blk, st, mv)
-    hold((block, state, maxima))
+                       hw, hb, idx + step if idx + step < total else np.int64(-1), blk, st, mv,
+                       geo)
+    hold((block, state, maxima, geometry))
 
 
 #: ``_rowwise_chunk`` reached by address (``address_link``): the driver's prange body holds
