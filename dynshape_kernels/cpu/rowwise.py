@@ -104,8 +104,8 @@ _STREAM_AT = _RB + reduce_block_size(_OPERANDS) + S_STREAM
 # AHEAD_BLOCK elements (_exp_store_sum_ahead)
 AHEAD_ROW = 4096
 AHEAD_BLOCK = 512
-# softmax rows of at most JOIN_ROW elements that follow each other run in groups of up to
-# JOIN_ELEMENTS elements: one exp loop over the group (_softmax_joined)
+# softmax and log_softmax rows of at most JOIN_ROW elements that follow each other run in
+# groups of up to JOIN_ELEMENTS elements: one exp loop over the group (_softmax_joined)
 JOIN_ROW = 512
 JOIN_ELEMENTS = 4096
 # softmax's and log_softmax's sums of exponentials: in the input's precision over blocks of
@@ -196,7 +196,8 @@ def _softmax_joined(code, x, o, px, po, nrows, L, mv):
         if code == SOFTMAX:
             _scale(ov, cast_like(ov, 1.0 / s))
         else:
-            _shift(x[px + k * L:px + (k + 1) * L], ov, mv[k * L], cast_like(ov, np.log(s)))
+            _shift(x[px + k * L:px + (k + 1) * L], ov, mv[k * L],
+                   cast_like(ov, np.log(np.float64(s))))
 
 
 @njit(cache=True, fastmath={"reassoc"})
