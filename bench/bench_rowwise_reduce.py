@@ -48,6 +48,11 @@ def cases(quick):
     logits = rng.standard_normal((7, 143) if quick else (77, 30522)).astype(np.float32)
     h = rng.standard_normal((9, 96) if quick else (4096, 768)).astype(np.float32)
     flat = rng.standard_normal((32, 40) if quick else (1000, 1000)).astype(np.float32)
+    # short rows: attention scores (heads x queries x keys) and a layer_norm of 77 features
+    scores = rng.standard_normal((2, 9, 9) if quick else (12, 77, 77)).astype(np.float32)
+    s77 = rng.standard_normal((9, 7) if quick else (924, 77)).astype(np.float32)
+    w77 = rng.standard_normal(s77.shape[1]).astype(np.float32)
+    b77 = rng.standard_normal(s77.shape[1]).astype(np.float32)
     w = rng.standard_normal(h.shape[1]).astype(np.float32)
     b = rng.standard_normal(h.shape[1]).astype(np.float32)
     # label, op, arrays, attrs, numpy, torch (name, kwargs, has out=), ORT node (op, attrs,
@@ -69,6 +74,12 @@ def cases(quick):
         (f"layer_norm {h.shape}", "layer_norm", (h, w, b), {"axis": -1, "epsilon": EPS},
          lambda: np_layer_norm(h, w, b), ("layer_norm", {}, False),
          ("LayerNormalization", {"axis": -1, "epsilon": EPS}, None)),
+        (f"softmax short rows {scores.shape}", "softmax", (scores,), {"axis": -1},
+         lambda: np_softmax(scores), ("softmax", {"dim": -1}, True),
+         ("Softmax", {"axis": -1}, None)),
+        (f"layer_norm short rows {s77.shape}", "layer_norm", (s77, w77, b77),
+         {"axis": -1, "epsilon": EPS}, lambda: np_layer_norm(s77, w77, b77),
+         ("layer_norm", {}, False), ("LayerNormalization", {"axis": -1, "epsilon": EPS}, None)),
     ]
 
 
