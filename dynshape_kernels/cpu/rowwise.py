@@ -164,15 +164,6 @@ def _exp_shifted(xv, mv, ov):
         ov[i] = store(ov, mathfuncs.exp(load(xv[i]) - mv[i]))
 
 
-@njit(cache=True, fastmath={"reassoc"})
-def _stored_sum(ov):
-    """The sum of a short row's stored values, in the row's computed precision."""
-    s = cast_like(ov, 0.0)
-    for i in range(ov.shape[0]):
-        s += load(ov[i])
-    return s
-
-
 @njit(cache=True)
 def _softmax_joined(code, x, o, px, po, nrows, L, mv):
     """Softmax or log_softmax (``code``) of ``nrows`` rows of ``L`` elements that follow
@@ -192,7 +183,7 @@ def _softmax_joined(code, x, o, px, po, nrows, L, mv):
     _exp_shifted(x[px:px + n], mv[:n], o[po:po + n])
     for k in range(nrows):
         ov = o[po + k * L:po + (k + 1) * L]
-        s = _stored_sum(ov)
+        s = _sum_run(ov, cast_like(ov, 0.0))        # in the row's computed precision
         if code == SOFTMAX:
             _scale(ov, cast_like(ov, 1.0 / s))
         else:
