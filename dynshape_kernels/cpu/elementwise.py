@@ -22,7 +22,7 @@ from .lookup import lookup_map
 from .streaming import BLOCK_BYTES, line_gap, store_fence
 from .switches import (STREAM_BINARY, STREAM_UNARY, map_contig, map_inplace, map_stream,
                        zip_contig, zip_right, zip_rows, zip_scalar_a, zip_scalar_b, zip_stream)
-from .borrowed import borrowed
+from .borrowed import borrowed, hold
 from .readonly_view import readonly
 from .tile_copy import gather_tile, scatter_tile, transpose_tile
 from .tiles import make_tile_geometry
@@ -45,6 +45,19 @@ RUN_ELEMENTS = 4096
 # longer rows with one value per row take one zip_scalar call each
 SHORT_ROW = 256
 SHORT_BLOCK = 4096
+# rows that repeat one row for every row (a bias row) go to zip_rows from this length on,
+# which reads that row in place: expanding it into the scratch tile cost more than the
+# switch calls it saved (one thread, add of a row to 10000 x 77: 117 us expanded, 74 us
+# row by row, 62 us for one contiguous zip; 40000 x 32: 207 / 116 / 100; 80000 x 16:
+# 255 / 186 / 101, where the expansion still pays once it is a few long copies)
+ROW_REPEAT_DIRECT = 32
+# ...unless the run is long: from REPEAT_RUN_MIN elements on, rows of up to REPEAT_ROW_MAX
+# elements that follow each other (and the output's) take the repeated row from a tile of
+# whole rows, filled once per run, and each block of rows is one contiguous zip call (see
+# _repeated_row); the binary driver's work items are REPEAT_RUN_ELEMENTS long then
+REPEAT_RUN_MIN = 4 * SHORT_BLOCK
+REPEAT_ROW_MAX = SHORT_BLOCK // 2
+REPEAT_RUN_ELEMENTS = 16 * SHORT_BLOCK
 
 tile_geometry = make_tile_geometry(ELEMENTWISE_TILES)
 
@@ -352,7 +365,7 @@ def unary_driver(x, o, common, entries, attrs):
     else:
         # runs of up to run_size entries per parallel item, as in binary_driver
         total = live_total(common, entries)
-        run = run_size(common, total)
+        run = run_size(common, total, RUN_ELEMENTS)
         for blk in prange((total + run - 1) // run):
             idx = blk * run
             end = min(total, idx + run)
@@ -583,11 +596,31 @@ def _scalar_rows(code, a, ab, asm, asn, b, bb, bsm, o, ob, osm, k, v1):
 
 
 @njit(cache=True)
+def _fill_repeated(row, tile, n):
+    """``tile[:n]`` = ``row`` repeated (``n`` a multiple of its length): the row copied once,
+    then the tile's filled part copied after itself (a few long copies, not one per row)."""
+    v1 = row.size
+    for j in range(v1):
+        tile[j] = row[j]
+    filled = v1
+    while filled < n:
+        c = min(filled, n - filled)
+        src = tile[:c]
+        dst = tile[filled:filled + c]
+        for j in range(c):
+            dst[j] = src[j]
+        filled += c
+
+
+@njit(cache=True)
 def _expand(side, sb, ssm, ssn, tile, r0, kk, v1):
     """Rows r0 .. r0+kk of a repeating input into a scratch tile (pitch v1): one value per row
     filled along the row, a repeated row copied. Written out here rather than through
     ``gather_tile``: the call made the short-row tables 7-10% slower (one value per row:
     a transposed gather, 1.3x slower)."""
+    if ssm == 0 and ssn != 0:      # one row for every row: copied once, then doubled
+        _fill_repeated(side[sb:sb + v1], tile, kk * v1)
+        return
     for r in range(kk):
         t = tile[r * v1:(r + 1) * v1]
         p = sb + (r0 + r) * ssm
@@ -638,6 +671,32 @@ def _short_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
             zip_contig(code, a[ao:ao + n], readonly(tb)[:n], o[oo:oo + n], n)
 
 
+@njit(cache=True)
+def _repeated_row(code, left, x, xb, r, rb, o, ob, k, v1):
+    """``k`` rows of ``v1`` elements that follow each other in ``x`` (from ``x[xb]``) and in
+    the output (from ``o[ob]``, not x's own memory), each combined with the same row
+    ``r[rb:rb + v1]``: ``x op row`` when ``left``, else ``row op x`` (x + bias, bias - x).
+    The row is repeated into a scratch tile of whole rows (at most SHORT_BLOCK elements)
+    once, then each block of rows is ONE contiguous zip over x, the tile and the output:
+    no switch call, row views or scalar loop tail per row. Normal stores: streaming these
+    16 KB blocks made an add of a bias row over 30000 x 1000 float32 slower (3.8 -> 6.2
+    ms, 2 threads)."""
+    rows = min(k, SHORT_BLOCK // v1)
+    tile = np.empty(rows * v1, dtype=o.dtype)
+    t = borrowed(tile)
+    _fill_repeated(r[rb:rb + v1], t, rows * v1)
+    tr = readonly(t)
+    for r0 in range(0, k, rows):
+        n = min(rows, k - r0) * v1
+        xs = x[xb + r0 * v1:xb + r0 * v1 + n]
+        os_ = o[ob + r0 * v1:ob + r0 * v1 + n]
+        if left:
+            zip_contig(code, xs, tr[:n], os_, n)
+        else:
+            zip_contig(code, tr[:n], xs, os_, n)
+    hold(tile)
+
+
 @njit(cache=True, error_model="numpy")
 def _binary_run(a, b, o, common, entries, idx, end):
     """Entry ``idx`` and, when it is one row whose three operands have unit column stride
@@ -660,6 +719,15 @@ def _binary_run(a, b, o, common, entries, idx, end):
     ab = outer_offset(common, np.int64(1), oi) + r0 * asm + r1 * asn
     bb = outer_offset(common, np.int64(2), oi) + r0 * bsm + r1 * bsn
     ob = outer_offset(common, np.int64(0), oi) + r0 * osm + r1
+    if k * v1 >= REPEAT_RUN_MIN and v1 <= REPEAT_ROW_MAX and osm == v1:
+        # a row repeated for every row (a bias row), the other input's rows and the
+        # output's following each other, the output not that input itself (in place)
+        if bsm == 0 and bsn == 1 and asn == 1 and asm == v1 and not same_element(a, ab, o, ob):
+            _repeated_row(code, True, a, ab, b, bb, o, ob, k, v1)
+            return k
+        if asm == 0 and asn == 1 and bsn == 1 and bsm == v1 and not same_element(b, bb, o, ob):
+            _repeated_row(code, False, b, bb, a, ab, o, ob, k, v1)
+            return k
     if (_streaming(common, _STREAM_AT_BINARY) and STREAMS_BINARY[code] and asn == 1 and bsn == 1
             and not same_rows(a, ab, asm, o, ob, osm) and not same_rows(b, bb, bsm, o, ob, osm)):
         buf = np.empty(BLOCK_BYTES // o.itemsize, dtype=o.dtype)
@@ -686,7 +754,10 @@ def _binary_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
     :func:`_short_rows`, the others in one zip_rows call (one zip_scalar call per row
     when an input has one value per row)."""
     repeats = asn == 0 or bsn == 0 or asm == 0 or bsm == 0
-    if v1 < SHORT_ROW and repeats and k > 1:
+    # a row repeated for every row (a bias row) and rows of at least ROW_REPEAT_DIRECT:
+    # zip_rows reads it in place, row after row
+    row_only = asn == 1 and bsn == 1 and (asm == 0) != (bsm == 0)
+    if v1 < SHORT_ROW and repeats and k > 1 and not (row_only and v1 >= ROW_REPEAT_DIRECT):
         _short_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1)
     elif asn == 1 and bsn == 1:
         if same_rows(a, ab, asm, o, ob, osm):       # in place: see same_element
@@ -728,13 +799,21 @@ def _rows_in_place(code, left, a, ab, asm, b, bb, bsm, o, ob, osm, k, v1):
 
 
 @njit(cache=True)
-def run_size(common, total):
+def run_size(common, total, elements):
     """Entries per parallel work item of the unary and binary drivers: RUN_ENTRIES, or, for
-    rows shorter than RUN_ELEMENTS / RUN_ENTRIES, as many as make about RUN_ELEMENTS
+    rows shorter than ``elements`` / RUN_ENTRIES, as many as make about ``elements``
     elements (one-row entries of 64 elements, 8 at a time, spent more on the item's
-    decoding than on its vector work); and at least 64 items for the threads to share."""
-    per = max(RUN_ENTRIES, RUN_ELEMENTS // max(1, common[C_N]))
+    decoding than on its vector work); and at least 64 items for the threads to share.
+    ``elements``: RUN_ELEMENTS, or REPEAT_RUN_ELEMENTS for a binary op with a row repeated
+    for every row (longer runs fill their repeated tile once for more rows)."""
+    per = max(RUN_ENTRIES, elements // max(1, common[C_N]))
     return max(1, min(per, total // 64))
+
+
+@njit(inline="always")
+def _repeats_row(common):
+    """Whether a binary op's common area has an input that repeats one row for every row."""
+    return (common[C_OPS + OP_BLOCK + OP_SM] == 0) != (common[C_OPS + 2 * OP_BLOCK + OP_SM] == 0)
 
 
 def binary_driver(a, b, o, common, entries):
@@ -750,7 +829,8 @@ def binary_driver(a, b, o, common, entries):
         # runs of up to run_size entries per parallel item (one switch call when they
         # continue each other row by row), at least 64 items for the threads to share
         total = live_total(common, entries)
-        run = run_size(common, total)
+        run = run_size(common, total,
+                       REPEAT_RUN_ELEMENTS if _repeats_row(common) else RUN_ELEMENTS)
         for blk in prange((total + run - 1) // run):
             idx = blk * run
             end = min(total, idx + run)

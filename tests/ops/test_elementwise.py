@@ -148,6 +148,52 @@ def test_binary_with_a_repeating_input_over_many_short_rows(shapes, strided, dty
     assert (root[0] == 99).all()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.float16])
+@pytest.mark.parametrize("m, n", [(400, 77), (20000, 77), (70000, 16), (2000, 1000),
+                                  (1100, 2048), (1100, 2049), (900, 31)])
+@pytest.mark.parametrize("layout", ["padded out", "out with gaps", "in place", "batches"])
+def test_a_bias_row_over_long_runs_of_rows(m, n, layout, dtype):
+    """A row repeated for every row (a bias) over runs of rows long enough to take it from a
+    tile of whole rows, filled once per run (``elementwise._repeated_row``: rows up to
+    SHORT_BLOCK / 2 long that follow each other in x and the output), on either side of
+    sub (so that swapped operands show), serial and parallel sizes; the layouts it must
+    leave to the row-by-row path (an output with gaps between rows, out= x itself) and
+    batches whose rows do not follow across the batch. Both table variants (the optimized
+    one may tile short rows by the square tile instead). Against NumPy, exactly; nothing
+    written outside the output."""
+    for policy in ("simplified", "optimized"):
+        dynshape.set_policy(policy)
+        dynshape.clear_cache()
+        _bias_row_case(m, n, layout, dtype)
+
+
+def _bias_row_case(m, n, layout, dtype):
+    rng = np.random.default_rng(m + n)
+    bias = (rng.standard_normal(n) * 8).astype(dtype)
+    if layout == "batches":
+        x = (rng.standard_normal((3, m // 3 + 5, n)) * 8).astype(dtype)[:, :m // 3]
+    else:
+        x = (rng.standard_normal((m, n)) * 8).astype(dtype)
+    for left in (True, False):
+        want = x - bias if left else bias - x
+        args = (x, bias) if left else (bias, x)
+        if layout == "in place":
+            xc = x.copy()
+            got = dynshape.run("sub", *((xc, bias) if left else (bias, xc)), out=xc)
+            assert got is xc
+        elif layout == "out with gaps":
+            root = np.full((m, n + 3), 99, dtype)
+            got = dynshape.run("sub", *args, out=root[:, :n])
+            assert (root[:, n:] == 99).all()
+        else:
+            root = np.full((x.size // n + 2, n), 99, dtype)
+            out = root[1:-1].reshape(x.shape)
+            got = dynshape.run("sub", *args, out=out)
+            assert got is out
+            assert (root[0] == 99).all() and (root[-1] == 99).all()
+        np.testing.assert_array_equal(got, want, err_msg=f"left={left}")
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float16])
 @pytest.mark.parametrize("shape, wide", [((4096, 64), 100), ((3000, 16), 40), ((50, 255), 300),
                                          ((7, 3, 9), 11)])
