@@ -99,8 +99,9 @@ def measure(repeats=9):
     """Measure the constants by running the float32 unary driver on crafted tables.
 
     Each constant comes from a case where it dominates: empty entries (entry_ns), one-element
-    rows (row_ns), long contiguous rows in cache (vec_ns), a transposed copy walked by row
-    tiles and by the square tile (gather_ns and line_ns), DISCARD tails (discard_ns, alloc_ns).
+    rows (row_ns), long contiguous rows in cache (vec_ns), one-row entries that run together
+    (run_entry_ns), a transposed copy walked by row tiles and by the square tile (gather_ns
+    and line_ns), DISCARD tails (discard_ns, alloc_ns).
     """
     import time
 
@@ -158,6 +159,19 @@ def measure(repeats=9):
     e_rows = grid(1 << 15, 1, sq0, sq1)
     row = max(run(rows, o[: 1 << 15].reshape(-1, 1), rows.shape, [(1, 1), (1, 1)], sq0, sq1,
                   e_rows) / (1 << 15) - vec - entry / sq0, 0.1)
+    # one-row entries that continue each other (run together) against the square tile on
+    # the same rows: 1 << 13 rows of 64 elements, every other 64 columns of an array (the
+    # plane does not coalesce). The model prices a row of the first at run_entry + row +
+    # 64 vec and one of the second at row + 64 vec + entry / sq0; the calibrated row
+    # (one-element rows) leaves out what a vector row costs both, so the difference
+    # measures run_entry.
+    w, nr = 64, 1 << 13
+    gapped = np.random.default_rng(3).standard_normal((nr, 2 * w)).astype(np.float32)
+    gout = np.empty_like(gapped)
+    gs = [(2 * w, 1), (2 * w, 1)]
+    in_runs = run(gapped, gout, (nr, w), gs, 1, 512, grid(nr, w, 1, 512)) / nr
+    in_squares = run(gapped, gout, (nr, w), gs, sq0, sq1, grid(nr, w, sq0, sq1)) / nr
+    run_entry = max(in_runs - in_squares + entry / sq0, 0.1)
     a = np.random.default_rng(1).standard_normal((1024, 1024)).astype(np.float32)
     out = np.empty_like(a)
     tr = [(1, 1024), (1024, 1)]
@@ -177,7 +191,8 @@ def measure(repeats=9):
     d = run(base, oo.base, xo.shape, [(512, 1), (512, 1)], 1, 512, grid(1, 256, 1, 512, DISCARD))
     discard = max((d / 1024 - entry - 512 * vec - 60.0) / (2 * 256), 0.05)
     from dynshape.planning.cost_model import CostModel
-    return CostModel(entry_ns=round(entry, 2), row_ns=round(row, 2), vec_ns=round(vec, 4),
+    return CostModel(entry_ns=round(entry, 2), run_entry_ns=round(run_entry, 2),
+                     row_ns=round(row, 2), vec_ns=round(vec, 4),
                      gather_ns=round(gather, 3), line_ns=round(line, 3),
                      line_elems=line_elems, discard_ns=round(discard, 3), alloc_ns=60.0,
                      threads=threads)

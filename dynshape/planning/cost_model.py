@@ -14,6 +14,7 @@ import numpy as np
 @dataclass(frozen=True)
 class CostModel:
     entry_ns: float = 20.0        # per work item (entry x outer index), valid or not
+    run_entry_ns: float = 2.0     # per one-row entry that a run of rows takes on (see below)
     row_ns: float = 2.0           # per row of a tile
     vec_ns: float = 0.08          # per element on the contiguous vector path
     gather_ns: float = 0.6        # per element with a non-unit column stride
@@ -41,7 +42,16 @@ class CostModel:
         el = self.element_ns(vr, strided)
         # OVERLAP tiles are full tiles (their valid length is T by construction); a strided
         # 2-D tile runs through a scratch tile allocated per work item
-        cost = self.entry_ns + vr * (self.row_ns + vc * el)
+        # one-row tiles each holding a whole row (one column segment) of unit-stride
+        # operands: the drivers run the entries that continue each other row by row as ONE
+        # switch call over those rows, so such an entry costs its run's check of it, not a
+        # work item's decoding (add of a bias row over 20000 x 77, 2 threads: these tiles
+        # 106-134 us, 64 x 64 tiles with a 13-column tail 162-209 us, which the model
+        # without runs priced lower)
+        entry = self.entry_ns
+        if t0 == 1 and not strided and len(col_modes) == 1 and col_modes[0] != DISCARD:
+            entry = self.run_entry_ns
+        cost = entry + vr * (self.row_ns + vc * el)
         if strided and t0 > 1:
             cost = cost + self.alloc_ns
         disc = ((row_modes[:, None] == DISCARD) & (vr < t0)) | \
@@ -52,7 +62,9 @@ class CostModel:
             disc_cost = disc_cost + vr * vc * el
         cost = np.where(disc, disc_cost, cost)
         empty = (vr == 0) | (vc == 0)
-        return np.where(empty, self.entry_ns, cost)
+        # (a run's empty entries are the table's rows past the shape, which the drivers
+        # leave out of their work items)
+        return np.where(empty, entry, cost)
 
     def makespan(self, costs, n_outer):
         """The plane drivers' makespan (see :mod:`dynshape.planning.makespan`)."""

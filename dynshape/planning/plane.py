@@ -205,6 +205,12 @@ class Tiling:
                 if rows is None:
                     continue
                 for cdesc, cmo, cols in col_opts:
+                    # an OVERLAP entry must be a full tile (its rewrite recomputes the same
+                    # values): the other dimension's tiles too, which only OVERLAP ones and
+                    # one-row tiles are for every size of the bucket
+                    if (rmo == OVERLAP and cmo != OVERLAP) or \
+                            (cmo == OVERLAP and rmo != OVERLAP and t0 > 1):
+                        continue
                     yield (t0, rows, cols,
                            f"{t0}-row tiles ({_MODE_NAMES[rmo]} tails), {cdesc} "
                            f"({_MODE_NAMES[cmo]} tails)")

@@ -173,10 +173,14 @@ def test_cost_model_prices_a_variable_full_tail_lowest(t0, T, strided):
         assert var == cost(VARIABLE_PARTIAL, valid)
 
 
-@pytest.mark.parametrize("mode,shape", [(DISCARD, (1, 4100)), (OVERLAP, (1, 1000)),
-                                        (OVERLAP, (_SQUARE[0] + 36, _SQUARE[1] + 36))])
-def test_discard_and_overlap_are_chosen_when_variable_full_tails_are_not_allowed(mode, shape):
-    opt = _tables(*shape, modes=frozenset({mode}))[1]
+# (a square plane of rows that fit one row tile no longer takes OVERLAP square tiles: its
+# one-row tiles run together and cost less, see test_rows_that_fit_one_row_tile...)
+@pytest.mark.parametrize("mode,shape,strided", [(DISCARD, (1, 4100), False),
+                                                (OVERLAP, (1, 1000), False),
+                                                (OVERLAP, (1, 5000), True)])
+def test_discard_and_overlap_are_chosen_when_variable_full_tails_are_not_allowed(mode, shape,
+                                                                                 strided):
+    opt = _tables(*shape, strided=strided, modes=frozenset({mode}))[1]
     assert mode in set(np.unique(opt.entries[:, 1:3]).tolist())
     testing.check_coverage(opt, shape)
 
@@ -207,3 +211,37 @@ def test_a_one_row_strided_plane_is_tiled_by_rows(n):
     rows = {fam.tiles[(int(k) - base) % len(fam.tiles)][0] for k in np.unique(opt.entries[:, 0])}
     assert rows == {1}, opt.description
     testing.check_coverage(opt, (m, n))
+
+
+@pytest.mark.parametrize("m,n", [(20000, 77), (5000, 200), (3000, 300), (10000, 128)])
+def test_rows_that_fit_one_row_tile_are_tiled_by_rows(m, n):
+    """Unit-stride rows that each fit one row tile run together in the drivers: the entries
+    that continue each other row by row are one switch call (``elementwise._run_length``),
+    and the cost model prices such an entry at ``run_entry_ns``, not a work item's decoding.
+    The optimizer then keeps one-row tiles over the square tile, which cuts every row into
+    64-column pieces and a tail piece (add of a bias row, 2 threads, one-row tiles against
+    the square tile's: 20000 x 77 90-96 us against 162-209, 3000 x 300 48 against 72-74)."""
+    simple, opt = _tables(m, n)
+    fam = CATALOG.families["unary"]
+    base = CATALOG.family_base("unary", "float32")
+    rows = {fam.tiles[(int(k) - base) % len(fam.tiles)][0] for k in np.unique(opt.entries[:, 0])}
+    assert rows == {1}, opt.description
+    testing.check_coverage(opt, (m, n))
+
+
+def test_a_run_of_one_row_entries_is_priced_per_entry_by_its_run():
+    """The model's price of a one-row entry holding a whole row: ``run_entry_ns`` in place of
+    ``entry_ns``; with the row cut into two column pieces, or read with a column stride (no
+    runs), each piece is a work item again."""
+    from dynshape.planning import cost_model
+    cm = cost_model.CostModel(entry_ns=20.0, run_entry_ns=2.0)
+
+    def cost(cols, strided=False):
+        cols = np.array(cols)
+        return cm.tile_costs(1, np.array([1]), np.array([VARIABLE_FULL]), cols,
+                             np.full(len(cols), VARIABLE_FULL), np.full(len(cols), 4096),
+                             strided).sum()
+    whole = cost([77])
+    assert whole == pytest.approx(2.0 + cm.row_ns + 77 * cm.vec_ns)
+    assert cost([64, 13]) == pytest.approx(2 * (20.0 + cm.row_ns) + 77 * cm.vec_ns)
+    assert cost([77], strided=True) > 20.0
