@@ -23,6 +23,8 @@ S2 = {"small": (19, 53), "medium": (581, 1723), "large": (3187, 9431)}
 S3 = {"small": (3, 17, 19), "medium": (15, 255, 257), "large": (457, 255, 257)}
 SOFTMAX = {"small": (7, 143), "medium": (77, 30522), "large": (983, 30522)}
 LAYER_NORM = {"small": (3, 333), "medium": (4096, 768), "large": (39063, 768)}
+# a bias row added to many short rows (an MLP's hidden width over a batch of tokens)
+SHORT_ROWS = {"small": (64, 77), "medium": (20000, 77), "large": (400000, 77)}
 
 # ---- optional peers (set by use(); None when absent or disabled) -------------------------
 torch = F = ort = helper = TensorProto = None
@@ -203,7 +205,7 @@ def transposed_add_case(shapes):
     return Case("transposed add(a.T+b)", "elementwise", "add", shapes, build)
 
 
-def broadcast_case(shapes):
+def broadcast_case(shapes, name="broadcast add(NxM+M)"):
     def build(size, rng):
         m, n = shapes[size]
         a = rng.standard_normal((m, n), dtype=np.float32)
@@ -226,7 +228,7 @@ def broadcast_case(shapes):
         ref = a.astype(np.float64) + r
         return Built(f"{(m, n)}+({n},)", ref, TOL["add"], 2 * a.nbytes + r.nbytes, impls,
                      notes, [a, r, o])
-    return Case("broadcast add(NxM+M)", "elementwise", "add", shapes, build)
+    return Case(name, "elementwise", "add", shapes, build)
 
 
 def _resolve_call(op, args_list, ref, tol, notes):
@@ -357,4 +359,5 @@ def all_cases():
             unary_case("gelu", S1), unary_case("sigmoid", S2),
             binary_case("add", S2), binary_case("mul", S3),
             transposed_copy_case(S2), transposed_add_case(S2), broadcast_case(S2),
+            broadcast_case(SHORT_ROWS, "bias add(NxM+M), short rows"),
             reduction_case(S3), softmax_case(SOFTMAX), layer_norm_case(LAYER_NORM)]
