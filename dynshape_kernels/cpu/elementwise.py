@@ -46,17 +46,18 @@ RUN_ELEMENTS = 4096
 SHORT_ROW = 256
 SHORT_BLOCK = 4096
 # rows that repeat one row for every row (a bias row) go to zip_rows from this length on,
-# which reads that row in place: expanding it into the scratch tile cost more than the
-# switch calls it saved (one thread, add of a row to 10000 x 77: 117 us expanded, 74 us
-# row by row, 62 us for one contiguous zip; 40000 x 32: 207 / 116 / 100; 80000 x 16:
-# 255 / 186 / 101, where the expansion still pays once it is a few long copies)
+# which reads that row in place: expanding it into the scratch tile for every work item
+# cost more than the switch calls it saved (one thread, items of 4096 elements, add of a
+# row to 10000 x 77: 120 us expanded, 77 us row by row, 64 us for one contiguous zip of
+# rows expanded beforehand; 40000 x 32: 172 / 115 / 112; 80000 x 16: 168 / 184 / 108)
 ROW_REPEAT_DIRECT = 32
 # ...unless the run is long: from REPEAT_RUN_MIN elements on, rows of up to REPEAT_ROW_MAX
 # elements that follow each other (and the output's) take the repeated row from a tile of
 # whole rows, filled once per run, and each block of rows is one contiguous zip call (see
 # _repeated_row); the binary driver's work items are REPEAT_RUN_ELEMENTS long then
 REPEAT_RUN_MIN = 4 * SHORT_BLOCK
-REPEAT_ROW_MAX = SHORT_BLOCK // 2
+# (rows of 1000 gained nothing: 2000 x 1000 took 90-99 us row by row, 104-106 from the tile)
+REPEAT_ROW_MAX = SHORT_BLOCK // 8
 REPEAT_RUN_ELEMENTS = 16 * SHORT_BLOCK
 
 tile_geometry = make_tile_geometry(ELEMENTWISE_TILES)
@@ -704,7 +705,9 @@ def _binary_run(a, b, o, common, entries, idx, end):
     it (up to ``end``) that continue it row by row with the same kernel and columns, in ONE
     op-switch call over those rows (a few, for short rows with one value per row).
     Returns how many entries ran. A row of 1000 elements costs ~80 ns of vector work and,
-    one entry at a time, ~50 ns more of entry decoding and switch dispatch."""
+    one entry at a time, ~50 ns more of entry decoding and switch dispatch. A long run
+    whose other input repeats one row goes to :func:`_repeated_row` (one contiguous call
+    per block of rows)."""
     e, oi, local, r0, r1, v1, t1, w1 = _run_start(common, entries, idx, np.int64(3))
     if v1 == 0:
         _binary_entry(a, b, o, common, entries, e, oi)
