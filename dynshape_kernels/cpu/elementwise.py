@@ -650,8 +650,10 @@ def _short_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
     ea = asn == 0 or asm == 0 or same_rows(a, ab, asm, o, ob, osm)
     eb = bsn == 0 or bsm == 0
     rows = max(1, min(k, SHORT_BLOCK // v1))
-    ta = np.empty(rows * v1 if ea else 0, dtype=o.dtype)
-    tb = np.empty(rows * v1 if eb else 0, dtype=o.dtype)
+    tiles = (np.empty(rows * v1 if ea else 0, dtype=o.dtype),
+             np.empty(rows * v1 if eb else 0, dtype=o.dtype))
+    # borrowed (held below): _expand's row views and the blocks' slices count nothing
+    ta, tb = borrowed(tiles)
     for r0 in range(0, k, rows):
         kk = min(rows, k - r0)
         n = kk * v1
@@ -670,6 +672,7 @@ def _short_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
             zip_contig(code, readonly(ta)[:n], b[bo:bo + n], o[oo:oo + n], n)
         else:
             zip_contig(code, a[ao:ao + n], readonly(tb)[:n], o[oo:oo + n], n)
+    hold(tiles)
 
 
 @njit(cache=True)
@@ -813,9 +816,12 @@ def run_size(common, total, elements):
 
 
 @njit(inline="always")
-def _repeats_row(common):
-    """Whether a binary op's common area has an input that repeats one row for every row."""
-    return (common[C_OPS + OP_BLOCK + OP_SM] == 0) != (common[C_OPS + 2 * OP_BLOCK + OP_SM] == 0)
+def _repeats(common):
+    """Whether a binary op's common area has an input that repeats: one row for every row,
+    or one value per row."""
+    a, b = C_OPS + OP_BLOCK, C_OPS + 2 * OP_BLOCK
+    return (common[a + OP_SM] == 0 or common[a + OP_SN] == 0 or common[b + OP_SM] == 0
+            or common[b + OP_SN] == 0)
 
 
 def binary_driver(a, b, o, common, entries):
@@ -832,7 +838,7 @@ def binary_driver(a, b, o, common, entries):
         # continue each other row by row), at least 64 items for the threads to share
         total = live_total(common, entries)
         run = run_size(common, total,
-                       REPEAT_RUN_ELEMENTS if _repeats_row(common) else RUN_ELEMENTS)
+                       REPEAT_RUN_ELEMENTS if _repeats(common) else RUN_ELEMENTS)
         for blk in prange((total + run - 1) // run):
             idx = blk * run
             end = min(total, idx + run)
