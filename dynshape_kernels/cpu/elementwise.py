@@ -54,7 +54,8 @@ ROW_REPEAT_DIRECT = 32
 # ...unless the run is long: from REPEAT_RUN_MIN elements on, rows of up to REPEAT_ROW_MAX
 # elements that follow each other (and the output's) take the repeated row from a tile of
 # whole rows, filled once per run, and each block of rows is one contiguous zip call (see
-# _repeated_row); the binary driver's work items are REPEAT_RUN_ELEMENTS long then
+# _repeated_row); the binary driver's work items are REPEAT_RUN_ELEMENTS long whenever an
+# input repeats (a row, or one value per row: see run_size)
 REPEAT_RUN_MIN = 4 * SHORT_BLOCK
 # (rows of 1000 gained nothing: 2000 x 1000 took 90-99 us row by row, 104-106 from the tile)
 REPEAT_ROW_MAX = SHORT_BLOCK // 8
@@ -809,8 +810,9 @@ def run_size(common, total, elements):
     rows shorter than ``elements`` / RUN_ENTRIES, as many as make about ``elements``
     elements (one-row entries of 64 elements, 8 at a time, spent more on the item's
     decoding than on its vector work); and at least 64 items for the threads to share.
-    ``elements``: RUN_ELEMENTS, or REPEAT_RUN_ELEMENTS for a binary op with a row repeated
-    for every row (longer runs fill their repeated tile once for more rows)."""
+    ``elements``: RUN_ELEMENTS, or REPEAT_RUN_ELEMENTS for a binary op with a repeating
+    input (longer runs allocate, and for a repeated row fill, their scratch tile once for
+    more rows)."""
     per = max(RUN_ENTRIES, elements // max(1, common[C_N]))
     return max(1, min(per, total // 64))
 
