@@ -123,7 +123,8 @@ def measure(repeats=9):
                        entries, np.zeros(0), 2, CATALOG.family_base("unary", "float32"), 0,
                        "simplified", 0.0)
         p = plane(shape, strides)
-        common = t.bind(p, [0, 0])
+        # as the executor binds it: normal stores, and the run block (rows in order or not)
+        common = np.concatenate([t.bind(p, [0, 0]), [0, t.rows_in_order]])
         xb, ob = x.reshape(-1), out.reshape(-1)
         drv(xb, ob, common, t.entries, attrs)
         best = float("inf")

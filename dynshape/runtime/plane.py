@@ -54,6 +54,15 @@ def _contiguous_operand(a):
     return a if element_strides(a) is not None else np.ascontiguousarray(a)
 
 
+def run_block(launch, table):
+    """The run block (``abi.common_area``) the executor appends after a CPU launch's store
+    block: whether the table's entries are rows in order (``ParamTable.rows_in_order``);
+    empty for the other targets, whose drivers have none."""
+    if launch.target != "cpu":
+        return np.zeros(0, dtype=np.int64)
+    return np.array([table.rows_in_order], dtype=np.int64)
+
+
 class PlaneExecutor(Executor):
     name = "plane"
 
@@ -90,7 +99,8 @@ class PlaneExecutor(Executor):
 
     def bind(self, launch, p, table):
         offsets = [flat_view(launch.out)[1]] + [flat_view(a)[1] for a in launch.inputs]
-        common = np.concatenate([table.bind(p, offsets), streaming.store_block(launch)])
+        common = np.concatenate([table.bind(p, offsets), streaming.store_block(launch),
+                                 run_block(launch, table)])
         common.flags.writeable = False
         return common
 

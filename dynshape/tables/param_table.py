@@ -16,7 +16,7 @@ from dynshape_kernels.abi.common_area import (C_IDBASE, C_M, C_N, C_NDOUTER, C_N
                                           C_OPS, C_OSHAPE, E_ANCH0, E_ANCH1, E_KID, E_MODE0,
                                           E_MODE1, E_NCOL, E_OFF0, E_OFF1, MAX_OUTER, OP_BLOCK,
                                           common_size)
-from dynshape_kernels.abi.tail_mode import ANCHOR_END, TailMode
+from dynshape_kernels.abi.tail_mode import ANCHOR_END, ANCHOR_START, TailMode
 
 from dynshape.errors import TableFormatError
 
@@ -67,6 +67,23 @@ class ParamTable:
 
     def __len__(self):
         return len(self.entries)
+
+    @property
+    def rows_in_order(self):
+        """Whether entry i is the tile at row offset i from the start, every entry with entry
+        0's kernel, tail modes and columns: one-row tiles then continue each other row by
+        row, which the CPU drivers take from the run block (``abi.common_area``) instead of
+        comparing entry after entry. Computed from the entries on first use (never read
+        from a file); the entries are read-only."""
+        flag = getattr(self, "_rows_in_order", None)
+        if flag is None:
+            e = self.entries
+            same = (E_KID, E_MODE0, E_MODE1, E_OFF1, E_ANCH1)
+            flag = bool(len(e) > 0 and (e[:, same] == e[0, same]).all()
+                        and (e[:, E_ANCH0] == ANCHOR_START).all()
+                        and (e[:, E_OFF0] == np.arange(len(e))).all())
+            self._rows_in_order = flag
+        return flag
 
     @property
     def cost(self):

@@ -70,6 +70,21 @@ S_STREAM = 0
 STORE_BLOCK = 1
 
 
+# ---- run block (families "unary", "copy" and "binary" on the CPU) ----------------------------
+# Appended after the store block, at ``W0 = common_size(n_operands) + STORE_BLOCK``; a common
+# area without it (shorter) means "not known"::
+#
+#     [W0 + W_ROWS]       1: the table's entries are rows in order: entry i is the tile at
+#                         row offset i from the start, every entry with entry 0's kernel, tail
+#                         modes and columns (``ParamTable.rows_in_order``, computed from the
+#                         entries), so a one-row entry and the ones after it continue each
+#                         other row by row up to the plane's last row and the drivers run them
+#                         together without reading each (a simplified table over short rows:
+#                         80000 x 16 is 80000 entries); 0: the drivers compare each entry
+W_ROWS = 0
+RUN_BLOCK = 1
+
+
 # ---- reduction block (families "reduce" and "rowwise") ---------------------------------------
 # Appended after the operand blocks: ``R0 = common_size(n_operands)`` is where it starts.
 # The entries tile the kept dimensions (the output plane, as above); the reduced dimensions

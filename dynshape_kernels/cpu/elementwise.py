@@ -11,7 +11,8 @@ from numba import njit, prange, types
 
 from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NDOUTER, C_NOUTER, C_OPBASE, C_OPS, C_OSHAPE,
                            E_ANCH0, E_ANCH1, E_KID, E_MODE0, E_MODE1, E_OFF0, E_OFF1, OP_BLOCK,
-                           OP_OFF, OP_OSTR, OP_SM, OP_SN, S_STREAM, common_size)
+                           OP_OFF, OP_OSTR, OP_SM, OP_SN, S_STREAM, STORE_BLOCK, W_ROWS,
+                           common_size)
 from ..abi.storage import carrier, compute
 from ..abi.tail_mode import ANCHOR_END, DISCARD, VARIABLE_PARTIAL
 from ..abi.vocabulary import IDENTITY
@@ -80,6 +81,9 @@ STREAM_ROW_BYTES = 16384
 # where the store block's streaming flag is in a unary (2 operands) and a binary common area
 _STREAM_AT_UNARY = common_size(2) + S_STREAM
 _STREAM_AT_BINARY = common_size(3) + S_STREAM
+# where the run block's rows-in-order flag is (after the store block)
+_ROWS_AT_UNARY = common_size(2) + STORE_BLOCK + W_ROWS
+_ROWS_AT_BINARY = common_size(3) + STORE_BLOCK + W_ROWS
 
 
 @njit(inline="always")
@@ -334,7 +338,7 @@ def _unary_run(x, o, common, entries, idx, end, attrs):
     if v1 == 0:
         _unary_entry(x, o, common, entries, e, oi, attrs)
         return 1
-    k = _run_length(common, entries, idx, end, r0)
+    k = _run_length(common, entries, idx, end, r0, _ROWS_AT_UNARY)
     xsm = common[C_OPS + OP_BLOCK + OP_SM]
     osm = common[C_OPS + OP_SM]
     code = common[C_OPBASE] + local // N_SLOTS
@@ -496,14 +500,20 @@ def _binary_entry(a, b, o, common, entries, e, oi):
 
 
 @njit(cache=True)
-def _run_length(common, entries, idx, end, r0):
+def _run_length(common, entries, idx, end, r0, rows_at):
     """How many entries from ``idx`` (a one-row entry at row ``r0``) up to ``end`` continue
     it row by row: the same kernel, tail modes and columns, the next row each, and the same
-    outer index (a run never reads past the table)."""
+    outer index (a run never reads past the table). When the run block (flag at
+    ``rows_at``) says the entries are rows in order, every entry up to the plane's last row
+    does, and none is read: comparing entry after entry cost ~2 ns each, 40% of a bias add
+    over 80000 x 16 float32 (driver alone, 2 threads: 178 -> 98 us without it). The run
+    stays inside the plane (rows r0 .. M-1, entry idx's columns) whatever the flag says."""
     n_entries = entries.shape[0]
     e = idx % n_entries
     k = 1
     last = min(end, (idx // n_entries + 1) * n_entries)
+    if common.size > rows_at and common[rows_at] != 0:
+        return max(1, min(last - idx, common[C_M] - r0))
     while idx + k < last:
         f = e + k
         if (entries[f, E_KID] != entries[e, E_KID] or entries[f, E_MODE0] != entries[e, E_MODE0]
@@ -715,7 +725,7 @@ def _binary_run(a, b, o, common, entries, idx, end):
     if v1 == 0:
         _binary_entry(a, b, o, common, entries, e, oi)
         return 1
-    k = _run_length(common, entries, idx, end, r0)
+    k = _run_length(common, entries, idx, end, r0, _ROWS_AT_BINARY)
     asm = common[C_OPS + OP_BLOCK + OP_SM]
     asn = common[C_OPS + OP_BLOCK + OP_SN]
     bsm = common[C_OPS + 2 * OP_BLOCK + OP_SM]

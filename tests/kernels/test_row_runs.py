@@ -31,22 +31,31 @@ def cases(draw):
     seed = draw(st.integers(0, 2**31 - 1))
     family = draw(st.sampled_from(("binary", "unary")))
     side = draw(st.sampled_from(("row", "column")))         # bias per column or per row
-    return batch, m, n, rows, order, draw(st.booleans()), seed, family, side
+    run_block = draw(st.booleans())     # the executor's run block after the store block
+    return batch, m, n, rows, order, draw(st.booleans()), seed, family, side, run_block
 
 
 @settings(max_examples=40, deadline=None)
 @given(cases())
 # neighbouring rows of the two tile lengths: a run must not take in a row of another kernel
 @example((2, 6, 600, [(i % 2, VARIABLE_FULL, False) for i in range(6)], "columns", False, 1,
-          "binary", "row"))
+          "binary", "row", True))
 @example((2, 6, 600, [(i % 2, VARIABLE_FULL, False) for i in range(6)], "columns", False, 1,
-          "unary", "row"))
+          "unary", "row", True))
 # short rows (expanded side) and long ones (a scalar call per row), one value per row
-@example((3, 40, 70, [(0, VARIABLE_FULL, False)] * 40, "rows", False, 2, "binary", "column"))
-@example((3, 40, 300, [(0, VARIABLE_FULL, False)] * 40, "rows", True, 3, "binary", "column"))
-@example((3, 40, 70, [(0, VARIABLE_FULL, False)] * 40, "rows", True, 4, "binary", "row"))
+@example((3, 40, 70, [(0, VARIABLE_FULL, False)] * 40, "rows", False, 2, "binary", "column",
+          False))
+@example((3, 40, 300, [(0, VARIABLE_FULL, False)] * 40, "rows", True, 3, "binary", "column",
+          False))
+@example((3, 40, 70, [(0, VARIABLE_FULL, False)] * 40, "rows", True, 4, "binary", "row", False))
+# rows in order: the run block lets the drivers take the runs without comparing entries
+@example((3, 40, 70, [(0, VARIABLE_FULL, False)] * 40, "rows", False, 5, "binary", "row", True))
+@example((3, 40, 300, [(0, VARIABLE_PARTIAL, False)] * 40, "rows", True, 6, "unary", "row",
+          True))
+@example((3, 40, 70, [(0, VARIABLE_FULL, False)] * 40, "rows", False, 7, "binary", "column",
+          True))
 def test_runs_of_row_entries_match_numpy(case):
-    batch, m, n, rows, order, reverse, seed, family, side = case
+    batch, m, n, rows, order, reverse, seed, family, side, run_block = case
     op = "add" if family == "binary" else "relu"
     rng = np.random.default_rng(seed)
     base = rng.standard_normal((batch, m, n + 3)).astype(np.float32)
@@ -80,6 +89,8 @@ def test_runs_of_row_entries_match_numpy(case):
     assert p.m == m and p.n == n            # the view's row gaps keep rows apart
     offsets = [1 * n, (m - 1) * (n + 3) if reverse else 0, 0][:len(operands)]
     common = table.bind(p, offsets)
+    if run_block:
+        common = np.concatenate([common, [0, table.rows_in_order]])
     if family == "binary":
         drivers.get("binary", "float32")(base.ravel(), bias, pad.reshape(-1), common, entries)
         np.testing.assert_array_equal(out, a + bias_b)
@@ -93,3 +104,100 @@ def test_runs_of_row_entries_match_numpy(case):
 def test_the_run_length_and_the_parallel_path_are_exercised():
     """The cases above reach the parallel path (several runs per call) and the serial one."""
     assert 3 * 40 * 700 > SERIAL_ELEMENTS > 1 and RUN_ENTRIES > 1
+
+
+def _row_table(family, op, rows, n, slot=0):
+    """A table of ``rows`` one-row entries in order (row i at entry i), one column tile."""
+    kid = CATALOG.kernel_id(family, op, "float32", slot)
+    entries = np.array([[kid, VARIABLE_FULL, VARIABLE_FULL, r, ANCHOR_START, 0, ANCHOR_START]
+                        for r in range(rows)], np.int64)
+    real = dynshape.explain(op, np.zeros((rows, n), np.float32), np.zeros(n, np.float32))
+    return ParamTable(family, op, "float32", "cpu", CATALOG.hash, real.bucket, entries,
+                      np.zeros(0), real.n_operands, real.id_base, real.op_base, "simplified", 0)
+
+
+def test_rows_in_order_is_computed_from_the_entries():
+    """The flag holds only when entry i is row i from the start with entry 0's kernel, tail
+    modes and columns; any other table (a gap, a row anchored at the end, another kernel,
+    mode or column, two column tiles per row, no entry) says no."""
+    t = _row_table("binary", "add", 50, 16)
+    assert t.rows_in_order
+
+    def changed(row, col, value):
+        e = t.entries.copy()
+        e[row, col] = value
+        return ParamTable(t.family, t.op, t.dtype, t.target, t.catalog_hash, t.bucket, e,
+                          np.zeros(0), t.n_operands, t.id_base, t.op_base, t.variant, 0)
+    kid1 = CATALOG.kernel_id("binary", "add", "float32", 1)
+    for row, col, value in [(7, 3, 8), (7, 4, ANCHOR_END), (49, 0, kid1),
+                            (3, 2, VARIABLE_PARTIAL), (3, 1, VARIABLE_PARTIAL), (0, 5, 64),
+                            (30, 6, ANCHOR_END)]:
+        assert not changed(row, col, value).rows_in_order, (row, col, value)
+    two = np.repeat(t.entries, 2, axis=0)
+    two[1::2, 5] = 512
+    assert not ParamTable(t.family, t.op, t.dtype, t.target, t.catalog_hash, t.bucket, two,
+                          np.zeros(0), t.n_operands, t.id_base, t.op_base, t.variant,
+                          0).rows_in_order
+    assert not ParamTable(t.family, t.op, t.dtype, t.target, t.catalog_hash, t.bucket,
+                          t.entries[:0], np.zeros(0), t.n_operands, t.id_base, t.op_base,
+                          t.variant, 0).rows_in_order
+
+
+def test_the_executor_binds_the_run_block():
+    """A call's common area ends with the store block and the run block; the run block's
+    flag is the table's: 1 for rows that each fit one row tile, 0 for a square-tiled
+    transposed copy."""
+    from dynshape.runtime.plane import PLANE
+    from dynshape.runtime.replay import REPLAY
+    from dynshape_kernels.abi.common_area import STORE_BLOCK, W_ROWS, common_size
+    x = np.ones((3000, 300), np.float32)
+    b = np.ones(300, np.float32)
+    table = dynshape.explain("add", x, b)
+    assert table.rows_in_order, table.describe()
+    bound = []
+    orig = PLANE.bind
+
+    def bind(launch, p, tbl):
+        c = orig(launch, p, tbl)
+        bound.append((tbl, c))
+        return c
+    PLANE.bind = bind
+    try:
+        REPLAY.clear()
+        dynshape.clear_cache()
+        dynshape.run("add", x, b)
+        dynshape.run("copy", np.ones((300, 200), np.float32).T)
+    finally:
+        del PLANE.bind
+    (t1, c1), (t2, c2) = bound
+    assert t1.rows_in_order and c1.size == common_size(3) + STORE_BLOCK + 1
+    assert c1[common_size(3) + STORE_BLOCK + W_ROWS] == 1
+    assert not t2.rows_in_order and c2.size == common_size(2) + STORE_BLOCK + 1
+    assert c2[common_size(2) + STORE_BLOCK + W_ROWS] == 0
+
+
+def test_a_run_of_rows_in_order_stops_at_the_plane_and_inside_the_operands():
+    """Rows in order past the call's rows (a bucket's table) are not run; and a run block that
+    claims rows in order for entries that are not (a hand-built common area) still writes
+    only rows of the plane: the drivers bound the run by the plane, not by the flag."""
+    m, n, extra = 300, 16, 40
+    t = _row_table("binary", "add", m + extra, n)
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((m, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    pad = np.full((m + 2 * extra, n), -7.0, np.float32)
+    out = pad[extra:extra + m]
+    p = plane(a.shape, [[s // 4 for s in arr.strides]
+                        for arr in (out, a, np.broadcast_to(bias, a.shape))])
+    common = np.concatenate([t.bind(p, [extra * n, 0, 0]), [0, 1]])
+    drivers.get("binary", "float32")(a.ravel(), bias, pad.reshape(-1), common, t.entries)
+    np.testing.assert_array_equal(out, a + bias)
+    assert (pad[:extra] == -7).all() and (pad[extra + m:] == -7).all()
+    # entries in reverse order under a false claim: each run starts at its entry's row and
+    # stops at the plane's last row
+    pad[:] = -7.0
+    rev = t.entries[::-1].copy()
+    drivers.get("binary", "float32")(a.ravel(), bias, pad.reshape(-1), common, rev)
+    assert (pad[:extra] == -7).all() and (pad[extra + m:] == -7).all()
+    written = out != -7
+    np.testing.assert_array_equal(out[written], (a + bias)[written])
