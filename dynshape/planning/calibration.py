@@ -196,4 +196,5 @@ def measure(repeats=9):
                      row_ns=round(row, 2), vec_ns=round(vec, 4),
                      gather_ns=round(gather, 3), line_ns=round(line, 3),
                      line_elems=line_elems, discard_ns=round(discard, 3), alloc_ns=60.0,
+                     expand_ns=round(2 * vec, 4),      # a write and a read of the tile
                      threads=threads)

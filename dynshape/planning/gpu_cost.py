@@ -27,7 +27,9 @@ class GpuCostModel:
     source: str = ("GPU model: waves of blocks over 108 SMs x 8 resident blocks, defaults "
                    "(not measured on a device)")
 
-    def tile_costs(self, t0, rows_valid, row_modes, cols_valid, col_modes, col_t, strided):
+    def tile_costs(self, t0, rows_valid, row_modes, cols_valid, col_modes, col_t, strided,
+                   repeats=False):
+        # (``repeats``: the CUDA kernels read a repeating input in place, at no extra cost)
         vr = rows_valid.astype(np.float64)[:, None]
         vc = cols_valid.astype(np.float64)[None, :]
         per = self.iter_ns

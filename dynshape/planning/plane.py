@@ -122,7 +122,7 @@ class Tiling:
     """The combination problem of one call: family tiles, bucket, shape, layout, allowed modes."""
 
     def __init__(self, catalog, family, op, dtype, bucket, shape, n_outer, strided, modes,
-                 model=None):
+                 model=None, repeats=False):
         self.catalog = catalog
         self.model = model            # the target's cost model (None: the CPU's, as calibrated)
         self.fam = catalog.families[family]
@@ -133,6 +133,7 @@ class Tiling:
         self.n_outer = n_outer
         self.strided = strided        # some operand walks columns with a non-unit stride
         self.modes = modes            # allowed tail modes
+        self.repeats = repeats        # an input repeats one row, or one value per row
         self.slots = {(t0, t1): (s, w) for s, (t0, t1, w) in enumerate(self.fam.tiles)}
 
     def kernel_ids(self, t0, tiles1):
@@ -158,7 +159,7 @@ class Tiling:
         model = model or self.model or cost_model.MODEL
         m, n = self.shape
         costs = model.tile_costs(t0, rows.valid(m), rows.mode, cols.valid(n), cols.mode,
-                                 cols.tile, self.strided)
+                                 cols.tile, self.strided, self.repeats)
         return model.makespan(costs, self.n_outer)
 
     def default_tile(self):

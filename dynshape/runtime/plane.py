@@ -85,8 +85,12 @@ class PlaneExecutor(Executor):
         strided = any(abs(st[-1]) > 1 for st in p.strides)
         cat = catalog_for(key.target)
         modes = modes & cat.families[key.family].tail_modes
+        # an input that repeats one row or one value per row (zero row or column stride:
+        # part of the key's layout class, so every call of the table has it too)
+        repeats = any(st[-2] == 0 or st[-1] == 0 for st in p.strides[1:])
         tiling = Tiling(cat, key.family, key.op, key.dtype, key.bucket, (p.m, p.n),
-                        math.prod(p.outer), strided, modes, cost_model.for_target(key.target))
+                        math.prod(p.outer), strided, modes, cost_model.for_target(key.target),
+                        repeats)
         comb = tiling.simplified() if variant == "simplified" else tiling.optimized()
         t = ParamTable(key.family, key.op, key.dtype, key.target, cat.hash, key.bucket,
                        comb.entries, np.zeros(0, np.int64), 1 + len(launch.inputs),

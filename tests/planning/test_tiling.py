@@ -246,3 +246,63 @@ def test_a_run_of_one_row_entries_is_priced_per_entry_by_its_run():
     assert whole == pytest.approx(2.0 + cm.row_ns + 77 * cm.vec_ns)
     assert cost([64, 13]) == pytest.approx(2 * (20.0 + cm.row_ns) + 77 * cm.vec_ns)
     assert cost([77], strided=True) > 20.0
+
+
+def _binary_tables(m, n, repeats):
+    """The optimized ParamTable of add float32 on an (m, n) plane (an input repeating a row
+    or a value per row when ``repeats``)."""
+    from dynshape.tables.param_table import ParamTable
+    fam = CATALOG.families["binary"]
+    w = min(t[2] for t in fam.tiles if t[1] > t[2])
+    bk = (bucket(m, fam.quanta[0]), bucket(n, fam.quanta[1], w))
+    c = Tiling(CATALOG, "binary", "add", "float32", bk, (m, n), 1, False,
+               frozenset(TailMode), repeats=repeats).optimized()
+    return ParamTable("binary", "add", "float32", "cpu", CATALOG.hash, bk, c.entries,
+                      np.zeros(0), 3, CATALOG.family_base("binary", "float32"), fam.op_base,
+                      c.variant, c.cost, c.description, (m, n))
+
+
+@pytest.mark.parametrize("m,n", [(80000, 16), (40000, 32), (20000, 64), (3000, 16)])
+def test_short_rows_with_a_repeating_input_are_tiled_by_rows_in_order(m, n):
+    """A tile of short rows copies a repeating input (a bias row, one value per row) into a
+    scratch tile first; one-row entries over rows in order run without reading each entry
+    (the run block). The model prices the copy (``expand_ns``), and the optimizer keeps
+    one-row tiles in order (add of a bias row over 80000 x 16 float32, 2 threads, optimized
+    policy: 64 x 64 tiles 362-380 us, one-row tiles 122-133 us)."""
+    opt = _binary_tables(m, n, repeats=True)
+    fam = CATALOG.families["binary"]
+    base = CATALOG.family_base("binary", "float32")
+    heights = {fam.tiles[(int(k) - base) % len(fam.tiles)][0] for k in np.unique(opt.entries[:, 0])}
+    assert heights == {1}, opt.description
+    assert opt.rows_in_order
+    testing.check_coverage(opt, (m, n))
+
+
+def test_the_copy_of_a_repeating_input_is_priced_on_tiles_of_short_rows_only():
+    """``expand_ns`` per element of a tile taller than one row whose valid columns are under
+    SHORT_ROW (the drivers' threshold, ``elementwise.SHORT_ROW``), and only when an input
+    repeats; one-row tiles and long rows pay nothing for it."""
+    from dynshape.planning import cost_model
+    from dynshape_kernels.cpu import elementwise
+    assert cost_model.SHORT_ROW == elementwise.SHORT_ROW
+    cm = cost_model.CostModel(expand_ns=0.5)
+
+    def cost(t0, valid, repeats):
+        return float(cm.tile_costs(t0, np.array([t0]), np.array([VARIABLE_FULL]),
+                                   np.array([valid]), np.array([VARIABLE_FULL]),
+                                   np.array([4096]), False, repeats)[0, 0])
+    assert cost(64, 16, True) - cost(64, 16, False) == pytest.approx(64 * 16 * 0.5)
+    assert cost(64, cost_model.SHORT_ROW - 1, True) > cost(64, cost_model.SHORT_ROW - 1, False)
+    assert cost(64, cost_model.SHORT_ROW, True) == cost(64, cost_model.SHORT_ROW, False)
+    assert cost(1, 16, True) == cost(1, 16, False)
+
+
+def test_the_executor_tells_the_planner_an_input_repeats():
+    """The plane executor builds its tables with ``repeats`` for an input of row or column
+    stride 0 (part of the table key's layout class): a bias add over short rows gets one-row
+    tiles in order, a same-shape add the tiles the model prefers without the copy."""
+    import dynshape
+    x = np.ones((80000, 16), np.float32)
+    with_bias = dynshape.explain("add", x, np.ones(16, np.float32))
+    per_row = dynshape.explain("add", x, np.ones((80000, 1), np.float32))
+    assert with_bias.rows_in_order and per_row.rows_in_order, with_bias.describe()
