@@ -65,8 +65,8 @@ class CostModel:
             # valid size first (elementwise._short_rows), where a run of one-row entries
             # over rows that follow each other fills one tile of whole rows once per run
             # (_repeated_row): add of a bias row over 80000 x 16 float32, driver alone, 2
-            # threads: 64 x 64 tiles 210 us, one-row tiles 97 us (which the model without
-            # the copy priced higher)
+            # threads: 64 x 64 tiles 210 us, one-row tiles 97 us, which the model without
+            # the copy priced the higher of the two)
             cost = cost + np.where(vc < SHORT_ROW, vr * vc * self.expand_ns, 0.0)
         if strided and t0 > 1:
             cost = cost + self.alloc_ns

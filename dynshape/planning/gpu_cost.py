@@ -29,7 +29,7 @@ class GpuCostModel:
 
     def tile_costs(self, t0, rows_valid, row_modes, cols_valid, col_modes, col_t, strided,
                    repeats=False):
-        # (``repeats``: the CUDA kernels read a repeating input in place, at no extra cost)
+        # (``repeats``, an input repeating a row or a value per row, is not priced here)
         vr = rows_valid.astype(np.float64)[:, None]
         vc = cols_valid.astype(np.float64)[None, :]
         per = self.iter_ns

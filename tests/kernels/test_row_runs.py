@@ -149,7 +149,7 @@ def test_the_executor_binds_the_run_block():
     transposed copy."""
     from dynshape.runtime.plane import PLANE
     from dynshape.runtime.replay import REPLAY
-    from dynshape_kernels.abi.common_area import STORE_BLOCK, W_ROWS, common_size
+    from dynshape_kernels.abi.common_area import RUN_BLOCK, STORE_BLOCK, W_ROWS, common_size
     x = np.ones((3000, 300), np.float32)
     b = np.ones(300, np.float32)
     table = dynshape.explain("add", x, b)
@@ -170,9 +170,9 @@ def test_the_executor_binds_the_run_block():
     finally:
         del PLANE.bind
     (t1, c1), (t2, c2) = bound
-    assert t1.rows_in_order and c1.size == common_size(3) + STORE_BLOCK + 1
+    assert t1.rows_in_order and c1.size == common_size(3) + STORE_BLOCK + RUN_BLOCK
     assert c1[common_size(3) + STORE_BLOCK + W_ROWS] == 1
-    assert not t2.rows_in_order and c2.size == common_size(2) + STORE_BLOCK + 1
+    assert not t2.rows_in_order and c2.size == common_size(2) + STORE_BLOCK + RUN_BLOCK
     assert c2[common_size(2) + STORE_BLOCK + W_ROWS] == 0
 
 
