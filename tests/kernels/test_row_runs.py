@@ -123,11 +123,14 @@ def test_rows_in_order_is_computed_from_the_entries():
     t = _row_table("binary", "add", 50, 16)
     assert t.rows_in_order
 
+    def with_entries(e):
+        return ParamTable(t.family, t.op, t.dtype, t.target, t.catalog_hash, t.bucket, e,
+                          np.zeros(0), t.n_operands, t.id_base, t.op_base, t.variant, 0)
+
     def changed(row, col, value):
         e = t.entries.copy()
         e[row, col] = value
-        return ParamTable(t.family, t.op, t.dtype, t.target, t.catalog_hash, t.bucket, e,
-                          np.zeros(0), t.n_operands, t.id_base, t.op_base, t.variant, 0)
+        return with_entries(e)
     kid1 = CATALOG.kernel_id("binary", "add", "float32", 1)
     for row, col, value in [(7, 3, 8), (7, 4, ANCHOR_END), (49, 0, kid1),
                             (3, 2, VARIABLE_PARTIAL), (3, 1, VARIABLE_PARTIAL), (0, 5, 64),
@@ -135,12 +138,8 @@ def test_rows_in_order_is_computed_from_the_entries():
         assert not changed(row, col, value).rows_in_order, (row, col, value)
     two = np.repeat(t.entries, 2, axis=0)
     two[1::2, 5] = 512
-    assert not ParamTable(t.family, t.op, t.dtype, t.target, t.catalog_hash, t.bucket, two,
-                          np.zeros(0), t.n_operands, t.id_base, t.op_base, t.variant,
-                          0).rows_in_order
-    assert not ParamTable(t.family, t.op, t.dtype, t.target, t.catalog_hash, t.bucket,
-                          t.entries[:0], np.zeros(0), t.n_operands, t.id_base, t.op_base,
-                          t.variant, 0).rows_in_order
+    assert not with_entries(two).rows_in_order
+    assert not with_entries(t.entries[:0]).rows_in_order
 
 
 def test_the_executor_binds_the_run_block():

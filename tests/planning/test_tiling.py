@@ -23,16 +23,20 @@ def test_table_covers_every_shape_of_its_bucket(case, data):
     testing.check_coverage(case.table, other)
 
 
-def _tables(m, n, strided=False, modes=frozenset(TailMode)):
-    """(simplified, optimized) ParamTables of relu float32 on an (m, n) plane."""
+def _tables(m, n, strided=False, modes=frozenset(TailMode), family="unary", op="relu",
+            repeats=False):
+    """(simplified, optimized) ParamTables of ``op`` float32 (relu by default) on an (m, n)
+    plane; ``repeats``: an input repeats a row or a value per row."""
     from dynshape.tables.param_table import ParamTable
-    fam = CATALOG.families["unary"]
+    fam = CATALOG.families[family]
     w = min(t[2] for t in fam.tiles if t[1] > t[2])
     bk = (bucket(m, fam.quanta[0]), bucket(n, fam.quanta[1], w))
-    t = Tiling(CATALOG, "unary", "relu", "float32", bk, (m, n), 1, strided, modes)
-    return [ParamTable("unary", "relu", "float32", "cpu", CATALOG.hash, bk, c.entries,
-                       np.zeros(0), 2, CATALOG.family_base("unary", "float32"), fam.op_base,
-                       c.variant, c.cost, c.description, (m, n))
+    t = Tiling(CATALOG, family, op, "float32", bk, (m, n), 1, strided, modes,
+               repeats=repeats)
+    n_operands = 3 if family == "binary" else 2
+    return [ParamTable(family, op, "float32", "cpu", CATALOG.hash, bk, c.entries,
+                       np.zeros(0), n_operands, CATALOG.family_base(family, "float32"),
+                       fam.op_base, c.variant, c.cost, c.description, (m, n))
             for c in (t.simplified(), t.optimized())]
 
 
@@ -211,9 +215,9 @@ def test_a_one_row_strided_plane_is_tiled_by_rows(n):
 
 
 def _tile_heights(table):
-    """The row counts of the tiles a relu float32 table uses."""
-    fam = CATALOG.families["unary"]
-    base = CATALOG.family_base("unary", "float32")
+    """The row counts of the tiles a float32 table uses."""
+    fam = CATALOG.families[table.family]
+    base = CATALOG.family_base(table.family, "float32")
     return {fam.tiles[(int(k) - base) % len(fam.tiles)][0] for k in np.unique(table.entries[:, 0])}
 
 
@@ -248,20 +252,6 @@ def test_a_run_of_one_row_entries_is_priced_per_entry_by_its_run():
     assert cost([77], strided=True) > 20.0
 
 
-def _binary_tables(m, n, repeats):
-    """The optimized ParamTable of add float32 on an (m, n) plane (an input repeating a row
-    or a value per row when ``repeats``)."""
-    from dynshape.tables.param_table import ParamTable
-    fam = CATALOG.families["binary"]
-    w = min(t[2] for t in fam.tiles if t[1] > t[2])
-    bk = (bucket(m, fam.quanta[0]), bucket(n, fam.quanta[1], w))
-    c = Tiling(CATALOG, "binary", "add", "float32", bk, (m, n), 1, False,
-               frozenset(TailMode), repeats=repeats).optimized()
-    return ParamTable("binary", "add", "float32", "cpu", CATALOG.hash, bk, c.entries,
-                      np.zeros(0), 3, CATALOG.family_base("binary", "float32"), fam.op_base,
-                      c.variant, c.cost, c.description, (m, n))
-
-
 @pytest.mark.parametrize("m,n", [(80000, 16), (40000, 32), (20000, 64), (3000, 16)])
 def test_short_rows_with_a_repeating_input_are_tiled_by_rows_in_order(m, n):
     """A tile of short rows copies a repeating input (a bias row, one value per row) into a
@@ -269,11 +259,8 @@ def test_short_rows_with_a_repeating_input_are_tiled_by_rows_in_order(m, n):
     (the run block). The model prices the copy (``expand_ns``), and the optimizer keeps
     one-row tiles in order (add of a bias row over 80000 x 16 float32, 2 threads, optimized
     policy: 64 x 64 tiles 362-380 us, one-row tiles 122-133 us)."""
-    opt = _binary_tables(m, n, repeats=True)
-    fam = CATALOG.families["binary"]
-    base = CATALOG.family_base("binary", "float32")
-    heights = {fam.tiles[(int(k) - base) % len(fam.tiles)][0] for k in np.unique(opt.entries[:, 0])}
-    assert heights == {1}, opt.description
+    opt = _tables(m, n, family="binary", op="add", repeats=True)[1]
+    assert _tile_heights(opt) == {1}, opt.description
     assert opt.rows_in_order
     testing.check_coverage(opt, (m, n))
 
