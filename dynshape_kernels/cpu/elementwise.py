@@ -15,14 +15,15 @@ from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NDOUTER, C_NOUTER, C_OPBASE
                            common_size)
 from ..abi.storage import carrier, compute
 from ..abi.tail_mode import ANCHOR_END, DISCARD, VARIABLE_PARTIAL
-from ..abi.vocabulary import IDENTITY
+from ..abi.vocabulary import ADD, IDENTITY, MUL
 from ..abi.tiles import ELEMENTWISE_TILES
 from .address_link import Link
 from ..catalog import CATALOG
 from .lookup import lookup_map
 from .streaming import BLOCK_BYTES, line_gap, store_fence
 from .switches import (STREAM_BINARY, STREAM_UNARY, map_contig, map_inplace, map_stream,
-                       zip_contig, zip_right, zip_rows, zip_scalar_a, zip_scalar_b, zip_stream)
+                       zip_contig, zip_period_stream, zip_right, zip_rows, zip_scalar_a,
+                       zip_scalar_b, zip_stream)
 from .borrowed import borrowed, hold
 from .readonly_view import readonly
 from .tile_copy import gather_tile, scatter_tile, transpose_tile
@@ -109,8 +110,8 @@ def stream_span(ov, w):
 def _stream_map(code, xv, ov, a0, a1):
     """ov = op(xv) (disjoint, unit stride) with the whole lines of ``ov`` stored streaming;
     the lines before the first line start and after the last whole block store normally.
-    The caller fences (``store_fence``) once its run is done: a fence per 4 KB row made a
-    bias add over 1000-element rows 33% slower than normal stores."""
+    The driver fences (``store_fence``) once per work item, after its runs: a fence per 4 KB
+    row made a bias add over 1000-element rows 33% slower than normal stores."""
     n = ov.size
     w = BLOCK_BYTES // ov.itemsize
     g, e = stream_span(ov, w)
@@ -348,7 +349,6 @@ def _unary_run(x, o, common, entries, idx, end, attrs):
         ob = outer_offset(common, np.int64(0), oi) + r0 * osm + r1
         if not same_element(x, xb, o, ob):      # rows that follow each other: one row
             _stream_map(code, x[xb:xb + k * v1], o[ob:ob + k * v1], attrs[0], attrs[1])
-            store_fence()
             return k
     _unary_rows(code, x,
                 outer_offset(common, np.int64(1), oi) + r0 * xsm + r1, xsm, np.int64(1), o,
@@ -368,6 +368,7 @@ def unary_driver(x, o, common, entries, attrs):
         idx = 0
         while idx < total:
             idx += unary_run((x, o, common, entries, idx, total, attrs))
+        store_fence()
     else:
         # runs of up to run_size entries per parallel item, as in binary_driver
         total = live_total(common, entries)
@@ -377,6 +378,7 @@ def unary_driver(x, o, common, entries, attrs):
             end = min(total, idx + run)
             while idx < end:
                 idx += unary_run((x, o, common, entries, idx, end, attrs))
+            store_fence()
 
 
 @njit(cache=True)
@@ -711,6 +713,39 @@ def _repeated_row(code, left, x, xb, r, rb, o, ob, k, v1):
     hold(tile)
 
 
+@njit(cache=True)
+def _period_stream(code, x, xb, r, rb, o, ob, k, v1):
+    """``k`` rows of ``v1`` elements that follow each other in ``x`` (from ``x[xb]``) and in
+    the output (from ``o[ob]``, not x's own memory), each ``x op row`` with the same row
+    ``r[rb:rb + v1]``, as ONE loop storing the output's whole lines streaming
+    (``zip_period_stream``; the caller fences). Rows of up to REPEAT_ROW_MAX elements are
+    repeated into a scratch tile of whole rows first, which is then the period, so that few
+    streaming blocks straddle a row end. False (nothing done) when the output is too short
+    to stream or no element of it starts a line. Row by row, rows under 16 KB could not
+    stream (a row's four switch calls cost more than streaming saved) and their normal
+    stores read every output line before writing it."""
+    n = k * v1
+    ov = o[ob:ob + n]
+    w = BLOCK_BYTES // o.itemsize
+    g, e = stream_span(ov, w)
+    rows = min(k, SHORT_BLOCK // v1) if v1 <= REPEAT_ROW_MAX else 0
+    p = rows * v1 if rows > 0 else v1
+    if g < 0 or p < w:
+        return False
+    tile = np.empty(rows * v1, dtype=o.dtype)
+    t = borrowed(tile)
+    src, so = r, rb
+    if rows > 0:
+        _fill_repeated(r[rb:rb + v1], t, rows * v1)
+        src, so = readonly(t), np.int64(0)
+    buf = np.empty(w, dtype=o.dtype)
+    # both borrowed: the switch slices them per block (see fused._bias_relu_stream)
+    zip_period_stream(code, x[xb:xb + n], src, so, p, ov, g, e, n, borrowed(buf))
+    hold(buf)
+    hold(tile)
+    return True
+
+
 @njit(cache=True, error_model="numpy")
 def _binary_run(a, b, o, common, entries, idx, end):
     """Entry ``idx`` and, when it is one row whose three operands have unit column stride
@@ -719,8 +754,9 @@ def _binary_run(a, b, o, common, entries, idx, end):
     op-switch call over those rows (a few, for short rows with one value per row).
     Returns how many entries ran. A row of 1000 elements costs ~80 ns of vector work and,
     one entry at a time, ~50 ns more of entry decoding and switch dispatch. A long run
-    whose other input repeats one row goes to :func:`_repeated_row` (one contiguous call
-    per block of rows)."""
+    whose other input repeats one row goes to :func:`_period_stream` when the output
+    streams (one loop of streaming stores), else to :func:`_repeated_row` (one contiguous
+    call per block of rows)."""
     e, oi, local, r0, r1, v1, t1, w1 = _run_start(common, entries, idx, np.int64(3))
     if v1 == 0:
         _binary_entry(a, b, o, common, entries, e, oi)
@@ -735,6 +771,17 @@ def _binary_run(a, b, o, common, entries, idx, end):
     ab = outer_offset(common, np.int64(1), oi) + r0 * asm + r1 * asn
     bb = outer_offset(common, np.int64(2), oi) + r0 * bsm + r1 * bsn
     ob = outer_offset(common, np.int64(0), oi) + r0 * osm + r1
+    streaming = _streaming(common, _STREAM_AT_BINARY) and STREAMS_BINARY[code]
+    if streaming and k > 1 and osm == v1:
+        # a bias row over rows that follow each other, in an output larger than the cache;
+        # row + x as x + row for the ops that commute
+        if bsm == 0 and bsn == 1 and asn == 1 and asm == v1 and not same_element(a, ab, o, ob):
+            if _period_stream(code, a, ab, b, bb, o, ob, k, v1):
+                return k
+        if (asm == 0 and asn == 1 and bsn == 1 and bsm == v1 and (code == ADD or code == MUL)
+                and not same_element(b, bb, o, ob)):
+            if _period_stream(code, b, bb, a, ab, o, ob, k, v1):
+                return k
     if k * v1 >= REPEAT_RUN_MIN and v1 <= REPEAT_ROW_MAX and osm == v1:
         # a row repeated for every row (a bias row), the other input's rows and the
         # output's following each other, the output not that input itself (in place)
@@ -744,20 +791,18 @@ def _binary_run(a, b, o, common, entries, idx, end):
         if asm == 0 and asn == 1 and bsn == 1 and bsm == v1 and not same_element(b, bb, o, ob):
             _repeated_row(code, False, b, bb, a, ab, o, ob, k, v1)
             return k
-    if (_streaming(common, _STREAM_AT_BINARY) and STREAMS_BINARY[code] and asn == 1 and bsn == 1
+    if (streaming and asn == 1 and bsn == 1
             and not same_rows(a, ab, asm, o, ob, osm) and not same_rows(b, bb, bsm, o, ob, osm)):
         buf = np.empty(BLOCK_BYTES // o.itemsize, dtype=o.dtype)
         if k == 1 or (asm == v1 and bsm == v1 and osm == v1):   # rows that follow each other
             n = k * v1
             _stream_zip(code, a[ab:ab + n], b[bb:bb + n], o[ob:ob + n], buf)
-            store_fence()
             return k
         if v1 * o.itemsize >= STREAM_ROW_BYTES:
             for r in range(k):
                 _stream_zip(code, a[ab + r * asm:ab + r * asm + v1],
                             b[bb + r * bsm:bb + r * bsm + v1], o[ob + r * osm:ob + r * osm + v1],
                             buf)
-            store_fence()
             return k
     _binary_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1)
     return k
@@ -845,6 +890,7 @@ def binary_driver(a, b, o, common, entries):
         idx = 0
         while idx < total:
             idx += binary_run((a, b, o, common, entries, idx, total))
+        store_fence()
     else:
         # runs of up to run_size entries per parallel item (one switch call when they
         # continue each other row by row), at least 64 items for the threads to share
@@ -856,6 +902,7 @@ def binary_driver(a, b, o, common, entries):
             end = min(total, idx + run)
             while idx < end:
                 idx += binary_run((a, b, o, common, entries, idx, end))
+            store_fence()
 
 
 def _ro(dtype):

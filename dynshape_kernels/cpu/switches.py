@@ -75,14 +75,16 @@ STREAM_SWITCHES = {
     "zip_stream": ("code, av, bv, ov, h, e, buf", ("a", "b"), ("as_[i]", "bs[i]"),
                    ("as_ = av[s:s + w]", "bs = bv[s:s + w]")),
 }
-#: relu(a op b) streaming where ``b`` repeats with period ``p`` (a bias row added to each of
-#: the rows of ``av``, which follow each other, as do the output's; the fused bias + relu):
-#: element i of ``av`` and ``ov`` pairs with ``bv[bo + i % p]``; blocks ``[h, e)`` stream
-#: (``ov[h]`` starts a line), ``[0, h)`` and ``[e, n)`` store normally. Needs
-#: ``p >= buf.size`` (a block crosses at most one row end) and ``buf`` without a reference
-#: count (``borrowed``: it is sliced per block).
+#: a op b streaming where ``b`` repeats with period ``p`` (a bias row added to each of the
+#: rows of ``av``, which follow each other, as do the output's), then relu or not (name ->
+#: (parameters, relu): the fused bias + relu, the binary driver's bias row): element i of
+#: ``av`` and ``ov`` pairs with ``bv[bo + i % p]``; blocks ``[h, e)`` stream (``ov[h]``
+#: starts a line), ``[0, h)`` and ``[e, n)`` store normally. Needs ``p >= buf.size`` (a
+#: block crosses at most one row end) and ``buf`` without a reference count (``borrowed``:
+#: it is sliced per block).
 STREAM_PERIOD_SWITCHES = {
-    "zip_relu_period_stream": "code, av, bv, bo, p, ov, h, e, n, buf",
+    "zip_relu_period_stream": ("code, av, bv, bo, p, ov, h, e, n, buf", True),
+    "zip_period_stream": ("code, av, bv, bo, p, ov, h, e, n, buf", False),
 }
 
 #: the ops a streaming switch runs: the commonest of the cheap ones, whose loops wait on
@@ -129,9 +131,9 @@ def _stream_body(views, loads, narrow):
     return body
 
 
-def _stream_period_body(loads, narrow):
-    """Lines of one op of the periodic streaming switch: the head, the blocks (in two
-    pieces when one crosses a row end) and the tail."""
+def _stream_period_body(loads, narrow, relu):
+    """Lines of one op of a periodic streaming switch: the head, the blocks (in two pieces
+    when one crosses a row end) and the tail; the result through relu when ``relu``."""
     loads = [ln.strip() for ln in loads]                  # "a_ = (ar[i])", "b_ = (br[i])"
 
     def loop(head, a, b, target, put, pad):
@@ -160,7 +162,7 @@ def _stream_period_body(loads, narrow):
                 *loop("for j in range(e, n):", "av[j]", "bv[bo + j % p]", "ov[j]", put, "")]
 
     def body(expr):
-        return one(f"relu({renamed(expr)})")
+        return one(f"relu({renamed(expr)})" if relu else renamed(expr))
     return body
 
 
@@ -185,10 +187,10 @@ def generated_source(kind):
         _, loads, _ = _parts(kind, names, sources, "buf[i]")
         body = _stream_body(views, loads, KINDS[kind][1])
         parts.append(switch_source(name, params, cases, body, ["w = buf.size"]))
-    for name, params in STREAM_PERIOD_SWITCHES.items():
+    for name, (params, relu_after) in STREAM_PERIOD_SWITCHES.items():
         cases = [c for c in binary if c[0] in STREAM_BINARY]
         _, loads, _ = _parts(kind, "ab", ["ar[i]", "br[i]"], "buf[i]")
-        body = _stream_period_body(loads, KINDS[kind][1])
+        body = _stream_period_body(loads, KINDS[kind][1], relu_after)
         parts.append(switch_source(name, params, cases, body, ["w = buf.size"]))
     return "\n\n".join(parts)
 
@@ -226,10 +228,8 @@ def _declare(name, params):
 
 
 for _name, _spec in {**UNARY_SWITCHES, **BINARY_SWITCHES, **ROW_SWITCHES,
-                     **STREAM_SWITCHES}.items():
+                     **STREAM_SWITCHES, **STREAM_PERIOD_SWITCHES}.items():
     globals()[_name] = _declare(_name, _spec[0])
-for _name, _params in STREAM_PERIOD_SWITCHES.items():
-    globals()[_name] = _declare(_name, _params)
 
 __all__ = sorted({**UNARY_SWITCHES, **BINARY_SWITCHES, **ROW_SWITCHES, **STREAM_SWITCHES,
                   **STREAM_PERIOD_SWITCHES})

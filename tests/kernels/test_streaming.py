@@ -95,6 +95,73 @@ def test_long_rows_with_gaps_stream_row_by_row(stream_all):
     assert (buf[:, :5] == -3).all() and (buf[:, 5 + cols:] == -3).all()
 
 
+_NP = {"add": "add", "sub": "subtract", "mul": "multiply"}
+
+
+@given(rows=st.integers(2, 300), cols=st.integers(1, 1200), start=st.integers(0, 40),
+       dtype=st.sampled_from(DTYPES), op=st.sampled_from(("add", "sub", "mul")),
+       left=st.booleans(), seed=st.integers(0, 2**16))
+def test_a_bias_row_over_rows_that_follow_each_other_streams_right(stream_all, rows, cols, start,
+                                                                   dtype, op, left, seed):
+    """A bias row over rows that follow each other in x and the output (``x op row``, or
+    ``row op x`` for add and mul) streams as one loop whose row repeats with a period: the
+    row itself, or a scratch tile of whole rows for rows up to REPEAT_ROW_MAX. NumPy's
+    result on every output alignment, the memory around the output untouched."""
+    rng = np.random.default_rng(seed)
+    x = _values(rng, (rows, cols), dtype)
+    row = _values(rng, (cols,), dtype)
+    sentinel = np.array(5, dtype=dtype)
+    buf = np.full(start + rows * cols + 7, sentinel, dtype=dtype)
+    out = buf[start:start + rows * cols].reshape(rows, cols)
+    args = (row, x) if left else (x, row)
+    dynshape.run(op, *args, out=out)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(out, getattr(np, _NP[op])(*args))
+    assert (buf[:start] == sentinel).all() and (buf[start + rows * cols:] == sentinel).all()
+
+
+@pytest.mark.parametrize("k, v1", [(2, 5000), (3, 700), (40, 513), (60, 512), (100, 77),
+                                   (1000, 5), (2000, 1), (200, 64)])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32"])
+def test_the_period_stream_runs_rows_with_their_row(k, v1, dtype):
+    """The driver's path itself (``elementwise._period_stream``), so that a change of
+    table or threshold cannot leave it untested: True and every element right for rows
+    longer than REPEAT_ROW_MAX (the row is the period) and shorter (a tile of whole rows
+    is), at an offset into x, the row and the output; the output's other elements kept."""
+    from dynshape_kernels.abi.storage import carrier
+    from dynshape_kernels.abi.vocabulary import BINARY_OPS
+    rng = np.random.default_rng(k * v1)
+    st_dt = np.dtype(carrier(dtype))
+    x = _values(rng, 3 + k * v1, dtype)
+    r = _values(rng, 9 + v1, dtype)
+    o = np.full(11 + k * v1 + 6, 3, dtype=dtype)
+    x.flags.writeable = r.flags.writeable = False      # the driver's own argument types
+    for op in ("add", "sub", "mul"):
+        o[:] = 3
+        done = elementwise._period_stream(np.int64(BINARY_OPS.index(op)), x.view(st_dt),
+                                          np.int64(3), r.view(st_dt), np.int64(9),
+                                          o.view(st_dt), np.int64(11), np.int64(k),
+                                          np.int64(v1))
+        assert done
+        with np.errstate(over="ignore"):
+            want = getattr(np, _NP[op])(x[3:].reshape(k, v1), r[9:])
+        np.testing.assert_array_equal(o[11:11 + k * v1].reshape(k, v1), want)
+        assert (o[:11] == 3).all() and (o[11 + k * v1:] == 3).all()
+
+
+def test_the_period_stream_declines_what_it_cannot_stream():
+    """Too short an output (under STREAM_MIN_BLOCKS blocks), or a period shorter than a
+    block: False, nothing written."""
+    from dynshape_kernels.abi.vocabulary import ADD
+    x = np.ones(4 * 3, np.float32)
+    r = np.ones(3, np.float32)
+    o = np.zeros(12, np.float32)
+    x.flags.writeable = r.flags.writeable = False
+    assert not elementwise._period_stream(np.int64(ADD), x, np.int64(0), r, np.int64(0), o,
+                                          np.int64(0), np.int64(4), np.int64(3))
+    assert (o == 0).all()
+
+
 def test_in_place_calls_do_not_stream_and_stay_right(stream_all):
     x = np.random.default_rng(2).standard_normal(5000).astype(np.float32)
     ref = np.maximum(x, 0)
