@@ -75,16 +75,24 @@ STREAM_SWITCHES = {
     "zip_stream": ("code, av, bv, ov, h, e, buf", ("a", "b"), ("as_[i]", "bs[i]"),
                    ("as_ = av[s:s + w]", "bs = bv[s:s + w]")),
 }
-#: a op b streaming where ``b`` repeats with period ``p`` (a bias row added to each of the
-#: rows of ``av``, which follow each other, as do the output's), then relu or not (name ->
-#: (parameters, relu): the fused bias + relu, the binary driver's bias row): element i of
-#: ``av`` and ``ov`` pairs with ``bv[bo + i % p]``; blocks ``[h, e)`` stream (``ov[h]``
-#: starts a line), ``[0, h)`` and ``[e, n)`` store normally. Needs ``p >= buf.size`` (a
-#: block crosses at most one row end) and ``buf`` without a reference count (``borrowed``:
-#: it is sliced per block).
+#: relu(a op b) streaming where ``b`` repeats with period ``p`` (a bias row added to each of
+#: the rows of ``av``, which follow each other, as do the output's; the fused bias + relu):
+#: element i of ``av`` and ``ov`` pairs with ``bv[bo + i % p]``; blocks ``[h, e)`` stream
+#: (``ov[h]`` starts a line), ``[0, h)`` and ``[e, n)`` store normally. Needs
+#: ``p >= buf.size`` (a block crosses at most one row end) and ``buf`` without a reference
+#: count (``borrowed``: it is sliced per block).
 STREAM_PERIOD_SWITCHES = {
-    "zip_relu_period_stream": ("code, av, bv, bo, p, ov, h, e, n, buf", True),
-    "zip_period_stream": ("code, av, bv, bo, p, ov, h, e, n, buf", False),
+    "zip_relu_period_stream": "code, av, bv, bo, p, ov, h, e, n, buf",
+}
+#: a op b where ``b`` repeats with period ``p``, as above but with one element loop per op:
+#: the blocks of ``w = buf.size`` elements from ``ov[h]`` up to ``ov[e]``
+#: computed into ``buf``, each in one or two pieces (one where the period ends), and
+#: streamed when ``stream``; else (a head or tail shorter than a block) left in ``buf`` for
+#: the caller to store. Needs ``bv`` and ``buf`` without a reference count (``borrowed``:
+#: they are sliced per piece). The binary driver's bias row over rows that follow each
+#: other runs it (the switch above in its place made that driver compile ~4 s longer)
+STREAM_BLOCK_PERIOD_SWITCHES = {
+    "zip_period_blocks": "code, av, bv, bo, p, ov, h, e, buf, stream",
 }
 
 #: the ops a streaming switch runs: the commonest of the cheap ones, whose loops wait on
@@ -93,6 +101,9 @@ STREAM_PERIOD_SWITCHES = {
 #: binary +0.8 s; with abs, neg, leaky_relu, div, maximum and minimum too: +1.3 s, +1.1 s)
 STREAM_UNARY = frozenset({RELU, CLIP, IDENTITY})
 STREAM_BINARY = frozenset({ADD, SUB, MUL})
+#: the ops of the periodic block switch: a bias row is added (each op more in it made the
+#: binary driver compile ~1 s longer)
+STREAM_PERIOD_BINARY = frozenset({ADD})
 
 
 def _parts(kind, names, sources, store):
@@ -131,9 +142,9 @@ def _stream_body(views, loads, narrow):
     return body
 
 
-def _stream_period_body(loads, narrow, relu):
-    """Lines of one op of a periodic streaming switch: the head, the blocks (in two pieces
-    when one crosses a row end) and the tail; the result through relu when ``relu``."""
+def _stream_period_body(loads, narrow):
+    """Lines of one op of the periodic streaming switch: the head, the blocks (in two
+    pieces when one crosses a row end) and the tail."""
     loads = [ln.strip() for ln in loads]                  # "a_ = (ar[i])", "b_ = (br[i])"
 
     def loop(head, a, b, target, put, pad):
@@ -162,7 +173,34 @@ def _stream_period_body(loads, narrow, relu):
                 *loop("for j in range(e, n):", "av[j]", "bv[bo + j % p]", "ov[j]", put, "")]
 
     def body(expr):
-        return one(f"relu({renamed(expr)})" if relu else renamed(expr))
+        return one(f"relu({renamed(expr)})")
+    return body
+
+
+def _block_period_body(loads, narrow):
+    """Lines of one op of the periodic block switch: each block filled in pieces that end
+    where the block or the period ends, then streamed when asked."""
+    loads = [ln.strip().replace("ar[i]", "as_[i]").replace("br[i]", "bs[i]") for ln in loads]
+
+    def body(expr):
+        return ["c = h % p",
+                "for s in range(h, e, w):",
+                "    m = min(w, e - s)",
+                "    f = 0",
+                "    while f < m:",
+                "        k = min(m - f, p - c)",
+                "        as_ = av[s + f:s + f + k]",
+                "        bs = bv[bo + c:bo + c + k]",
+                "        bk = buf[f:f + k]",
+                "        for i in range(k):",
+                *("            " + ln for ln in loads),
+                f"            bk[i] = {narrow}({renamed(expr)})",
+                "        f += k",
+                "        c += k",
+                "        if c >= p:",
+                "            c -= p",
+                "    if stream:",
+                "        stream_block(buf, ov, s)"]
     return body
 
 
@@ -187,10 +225,15 @@ def generated_source(kind):
         _, loads, _ = _parts(kind, names, sources, "buf[i]")
         body = _stream_body(views, loads, KINDS[kind][1])
         parts.append(switch_source(name, params, cases, body, ["w = buf.size"]))
-    for name, (params, relu_after) in STREAM_PERIOD_SWITCHES.items():
+    for name, params in STREAM_PERIOD_SWITCHES.items():
         cases = [c for c in binary if c[0] in STREAM_BINARY]
         _, loads, _ = _parts(kind, "ab", ["ar[i]", "br[i]"], "buf[i]")
-        body = _stream_period_body(loads, KINDS[kind][1], relu_after)
+        body = _stream_period_body(loads, KINDS[kind][1])
+        parts.append(switch_source(name, params, cases, body, ["w = buf.size"]))
+    for name, params in STREAM_BLOCK_PERIOD_SWITCHES.items():
+        cases = [c for c in binary if c[0] in STREAM_PERIOD_BINARY]
+        _, loads, _ = _parts(kind, "ab", ["ar[i]", "br[i]"], "buf[i]")
+        body = _block_period_body(loads, KINDS[kind][1])
         parts.append(switch_source(name, params, cases, body, ["w = buf.size"]))
     return "\n\n".join(parts)
 
@@ -228,8 +271,10 @@ def _declare(name, params):
 
 
 for _name, _spec in {**UNARY_SWITCHES, **BINARY_SWITCHES, **ROW_SWITCHES,
-                     **STREAM_SWITCHES, **STREAM_PERIOD_SWITCHES}.items():
+                     **STREAM_SWITCHES}.items():
     globals()[_name] = _declare(_name, _spec[0])
+for _name, _params in {**STREAM_PERIOD_SWITCHES, **STREAM_BLOCK_PERIOD_SWITCHES}.items():
+    globals()[_name] = _declare(_name, _params)
 
 __all__ = sorted({**UNARY_SWITCHES, **BINARY_SWITCHES, **ROW_SWITCHES, **STREAM_SWITCHES,
-                  **STREAM_PERIOD_SWITCHES})
+                  **STREAM_PERIOD_SWITCHES, **STREAM_BLOCK_PERIOD_SWITCHES})

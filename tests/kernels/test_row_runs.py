@@ -54,6 +54,11 @@ def cases(draw):
           True))
 @example((3, 40, 70, [(0, VARIABLE_FULL, False)] * 40, "rows", False, 7, "binary", "column",
           True))
+# rows wider than their tile (two 1x512 tiles side by side): runs of whole rows
+@example((2, 30, 700, [(0, VARIABLE_FULL, False)] * 30, "rows", False, 8, "binary", "row",
+          False))
+@example((2, 30, 700, [(i % 2, VARIABLE_FULL, i % 3 == 0) for i in range(30)], "rows", True, 9,
+          "binary", "column", False))
 def test_runs_of_row_entries_match_numpy(case):
     batch, m, n, rows, order, reverse, seed, family, side, run_block = case
     op = "add" if family == "binary" else "relu"
@@ -200,3 +205,39 @@ def test_a_run_of_rows_in_order_stops_at_the_plane_and_inside_the_operands():
     assert (pad[:extra] == -7).all() and (pad[extra + m:] == -7).all()
     written = out != -7
     np.testing.assert_array_equal(out[written], (a + bias)[written])
+
+
+def _wide_table(rows, n, drop=None):
+    """Rows of ``n`` columns in 1x512 tiles side by side, row after row (entry ``drop``
+    left out)."""
+    kid = CATALOG.kernel_id("binary", "add", "float32", 0)
+    entries = [[kid, VARIABLE_FULL, VARIABLE_FULL, r, ANCHOR_START, c0, ANCHOR_START]
+               for r in range(rows) for c0 in range(0, n, 512)]
+    if drop is not None:
+        del entries[drop]
+    return np.array(entries, np.int64)
+
+
+def test_whole_rows_are_the_rows_their_tiles_cover_side_by_side():
+    """``_whole_rows``: the complete rows from the first entry, and the entries they take;
+    a row with a tile missing, out of place or past the plane ends them."""
+    from dynshape.runtime.layout import plane as plane_of
+    from dynshape_kernels.cpu.elementwise import _whole_rows
+    n = 1300                                   # three tiles a row: 512, 512, 276
+    t = _row_table("binary", "add", 4, n)
+    p = plane_of((6, n), [[n + 3, 1]] * 3)      # rows apart: not merged into one
+    assert (p.m, p.n) == (6, n)
+    common = t.bind(p, [0, 0, 0])
+
+    def whole(entries, idx, end, r0):
+        return tuple(_whole_rows(common, entries, np.int64(idx), np.int64(end), np.int64(r0)))
+    e = _wide_table(6, n)
+    assert whole(e, 0, len(e), 0) == (6, 18)
+    assert whole(e, 3, len(e), 1) == (5, 15)
+    assert whole(e, 0, 8, 0) == (2, 6)         # the item ends inside row 2
+    assert whole(e, 0, 18, 1) == (0, 0)        # entry 0 is row 0, not row 1
+    assert whole(_wide_table(6, n, drop=4), 0, 17, 0) == (1, 3)     # row 1 misses a tile
+    moved = e.copy()
+    moved[7, 5] = 1024                         # row 2's second tile is not its second piece
+    assert whole(moved, 0, len(e), 0) == (2, 6)
+    assert whole(_wide_table(8, n), 0, 24, 0) == (6, 18)            # rows 6, 7 lie past m

@@ -103,10 +103,11 @@ _NP = {"add": "add", "sub": "subtract", "mul": "multiply"}
        left=st.booleans(), seed=st.integers(0, 2**16))
 def test_a_bias_row_over_rows_that_follow_each_other_streams_right(stream_all, rows, cols, start,
                                                                    dtype, op, left, seed):
-    """A bias row over rows that follow each other in x and the output (``x op row``, or
-    ``row op x`` for add and mul) streams as one loop whose row repeats with a period: the
-    row itself, or a scratch tile of whole rows for rows up to REPEAT_ROW_MAX. NumPy's
-    result on every output alignment, the memory around the output untouched."""
+    """A bias row added to rows that follow each other in x and the output (``x + row`` or
+    ``row + x``) streams as one loop whose row repeats with a period: the row itself, or a
+    scratch tile of whole rows for rows up to REPEAT_ROW_MAX; sub and mul take the other
+    paths. NumPy's result on every output alignment, the memory around the output
+    untouched."""
     rng = np.random.default_rng(seed)
     x = _values(rng, (rows, cols), dtype)
     row = _values(rng, (cols,), dtype)
@@ -129,24 +130,28 @@ def test_the_period_stream_runs_rows_with_their_row(k, v1, dtype):
     longer than REPEAT_ROW_MAX (the row is the period) and shorter (a tile of whole rows
     is), at an offset into x, the row and the output; the output's other elements kept."""
     from dynshape_kernels.abi.storage import carrier
-    from dynshape_kernels.abi.vocabulary import BINARY_OPS
+    from dynshape_kernels.abi.vocabulary import ADD
     rng = np.random.default_rng(k * v1)
     st_dt = np.dtype(carrier(dtype))
     x = _values(rng, 3 + k * v1, dtype)
     r = _values(rng, 9 + v1, dtype)
     o = np.full(11 + k * v1 + 6, 3, dtype=dtype)
     x.flags.writeable = r.flags.writeable = False      # the driver's own argument types
-    for op in ("add", "sub", "mul"):
-        o[:] = 3
-        done = elementwise._period_stream(np.int64(BINARY_OPS.index(op)), x.view(st_dt),
-                                          np.int64(3), r.view(st_dt), np.int64(9),
-                                          o.view(st_dt), np.int64(11), np.int64(k),
-                                          np.int64(v1))
-        assert done
-        with np.errstate(over="ignore"):
-            want = getattr(np, _NP[op])(x[3:].reshape(k, v1), r[9:])
-        np.testing.assert_array_equal(o[11:11 + k * v1].reshape(k, v1), want)
-        assert (o[:11] == 3).all() and (o[11 + k * v1:] == 3).all()
+    done = elementwise._period_stream(np.int64(ADD), x.view(st_dt), np.int64(3), r.view(st_dt),
+                                      np.int64(9), o.view(st_dt), np.int64(11), np.int64(k),
+                                      np.int64(v1))
+    assert done
+    with np.errstate(over="ignore"):
+        want = x[3:].reshape(k, v1) + r[9:]
+    np.testing.assert_array_equal(o[11:11 + k * v1].reshape(k, v1), want)
+    assert (o[:11] == 3).all() and (o[11 + k * v1:] == 3).all()
+
+
+def test_only_the_period_ops_take_the_period_stream():
+    """The periodic switch holds add alone (each op costs compile time): the driver sends
+    it nothing else."""
+    from dynshape_kernels.abi.vocabulary import BINARY_OPS
+    assert [BINARY_OPS[c] for c in np.flatnonzero(elementwise.STREAMS_PERIOD)] == ["add"]
 
 
 def test_the_period_stream_declines_what_it_cannot_stream():
