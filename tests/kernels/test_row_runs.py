@@ -241,3 +241,21 @@ def test_whole_rows_are_the_rows_their_tiles_cover_side_by_side():
     moved[7, 5] = 1024                         # row 2's second tile is not its second piece
     assert whole(moved, 0, len(e), 0) == (2, 6)
     assert whole(_wide_table(8, n), 0, 24, 0) == (6, 18)            # rows 6, 7 lie past m
+
+
+def test_items_hold_whole_rows_only_for_rows_in_one_row_tiles():
+    """``tiles_per_row``: the tiles of the first row when a second row follows within 64
+    entries (the parallel items are rounded to whole rows); 1 for rows of one tile, for
+    one row in many tiles (items of 64 tiles of a merged row made an add 2x slower) and
+    for taller tiles."""
+    from dynshape_kernels.cpu.elementwise import tiles_per_row
+    t = _row_table("binary", "add", 4, 1300)
+    common = t.bind(plane((6, 1300), [[1303, 1]] * 3), [0, 0, 0])
+    assert tiles_per_row(common, _wide_table(6, 1300)) == 3
+    assert tiles_per_row(common, t.entries) == 1
+    assert tiles_per_row(common, _wide_table(1, 512 * 70)) == 1
+    assert tiles_per_row(common, _wide_table(1, 512 * 20)) == 1      # one row, no second
+    tall = _wide_table(6, 1300)
+    tall[:, 0] = CATALOG.kernel_id("binary", "add", "float32", 3)    # a 64x64 tile
+    assert ELEMENTWISE_TILES[3][0] > 1
+    assert tiles_per_row(common, tall) == 1
