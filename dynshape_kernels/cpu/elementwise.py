@@ -540,8 +540,8 @@ def _whole_rows(common, entries, idx, end, r0):
     9431 columns in tiles of 4096), and how many entries those rows take; (0, 0) when the
     first row is not covered so. Reading a few entries per row costs nothing next to a
     long row's work, and run as rows, a bias row streams over them in one loop instead of
-    one streaming call per tile (3187 x 9431 float32 + a bias row, 2 threads: 6.6 -> 5.6
-    ms, like a 3-tile-per-row loop written by hand against one row loop)."""
+    one streaming call per tile (3187 x 9431 float32 + a bias row in 1x4096 tiles, 2
+    threads, its time over relu's in the same process: 1.37-1.77 -> 1.19-1.28)."""
     n_entries = entries.shape[0]
     last = min(end, (idx // n_entries + 1) * n_entries)
     m = common[C_M]

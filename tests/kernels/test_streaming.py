@@ -148,15 +148,17 @@ def test_the_period_stream_runs_rows_with_their_row(k, v1, dtype):
 
 
 def test_only_the_period_ops_take_the_period_stream():
-    """The periodic switch holds add alone (each op costs compile time): the driver sends
-    it nothing else."""
+    """The periodic switch holds add alone (each op costs compile time), and so does the
+    driver's gate to it (``STREAMS_PERIOD``): a single-case switch runs its one op for any
+    code, so an op gated in but not generated would silently add."""
     from dynshape_kernels.abi.vocabulary import BINARY_OPS
+    from dynshape_kernels.cpu.switches import STREAM_PERIOD_BINARY
     assert [BINARY_OPS[c] for c in np.flatnonzero(elementwise.STREAMS_PERIOD)] == ["add"]
+    assert [BINARY_OPS[c] for c in sorted(STREAM_PERIOD_BINARY)] == ["add"]
 
 
 def test_the_period_stream_declines_what_it_cannot_stream():
-    """Too short an output (under STREAM_MIN_BLOCKS blocks), or a period shorter than a
-    block: False, nothing written."""
+    """Too short an output (under STREAM_MIN_BLOCKS blocks): False, nothing written."""
     from dynshape_kernels.abi.vocabulary import ADD
     x = np.ones(4 * 3, np.float32)
     r = np.ones(3, np.float32)
