@@ -850,24 +850,21 @@ def _binary_run(a, b, o, common, entries, idx, end):
     bb = outer_offset(common, np.int64(2), oi) + r0 * bsm + r1 * bsn
     ob = outer_offset(common, np.int64(0), oi) + r0 * osm + r1
     streaming = _streaming(common, _STREAM_AT_BINARY) and STREAMS_BINARY[code]
-    if streaming and k > 1 and osm == v1 and STREAMS_PERIOD[code]:
-        # a bias row added to rows that follow each other, in an output larger than the
-        # cache (row + x as x + row): one call site of _period_stream
-        right = bsm == 0 and bsn == 1 and asn == 1 and asm == v1 and not same_element(a, ab, o, ob)
-        left = asm == 0 and asn == 1 and bsn == 1 and bsm == v1 and not same_element(b, bb, o, ob)
-        if right or left:
-            xv, xo, rv, ro = (a, ab, b, bb) if right else (b, bb, a, ab)
-            if _period_stream(code, xv, xo, rv, ro, o, ob, k, v1):
-                return used
-    if k * v1 >= REPEAT_RUN_MIN and v1 <= REPEAT_ROW_MAX and osm == v1:
-        # a row repeated for every row (a bias row), the other input's rows and the
-        # output's following each other, the output not that input itself (in place)
-        if bsm == 0 and bsn == 1 and asn == 1 and asm == v1 and not same_element(a, ab, o, ob):
-            _repeated_row(code, True, a, ab, b, bb, o, ob, k, v1)
+    # a row repeated for every row (a bias row) on the right or the left, the other input's
+    # rows and the output's following each other, the output not that input (in place)
+    right = (osm == v1 and bsm == 0 and bsn == 1 and asn == 1 and asm == v1
+             and not same_element(a, ab, o, ob))
+    left = (osm == v1 and asm == 0 and asn == 1 and bsn == 1 and bsm == v1
+            and not same_element(b, bb, o, ob))
+    # x: the input whose rows follow each other, r: the repeated row
+    xv, xo, rv, ro = (a, ab, b, bb) if right else (b, bb, a, ab)
+    if streaming and k > 1 and STREAMS_PERIOD[code] and (right or left):
+        # in an output larger than the cache, added (row + x as x + row)
+        if _period_stream(code, xv, xo, rv, ro, o, ob, k, v1):
             return used
-        if asm == 0 and asn == 1 and bsn == 1 and bsm == v1 and not same_element(b, bb, o, ob):
-            _repeated_row(code, False, b, bb, a, ab, o, ob, k, v1)
-            return used
+    if k * v1 >= REPEAT_RUN_MIN and v1 <= REPEAT_ROW_MAX and (right or left):
+        _repeated_row(code, right, xv, xo, rv, ro, o, ob, k, v1)     # x op row, or row op x
+        return used
     if (streaming and asn == 1 and bsn == 1
             and not same_rows(a, ab, asm, o, ob, osm) and not same_rows(b, bb, bsm, o, ob, osm)):
         buf = np.empty(BLOCK_BYTES // o.itemsize, dtype=o.dtype)
