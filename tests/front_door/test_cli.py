@@ -129,17 +129,20 @@ def test_warm_plan_dedupes_copy_item_sizes():
                                                                          ("copy", "uint16")]
 
 
-def _simulate_warming(pairs, children):
-    """Run the parent's hand-out of jobs (``_jobs``, ``_pick``) with each job taking its
-    ``_COMPILE_COST`` seconds; returns the (start, end, job) of every job and the end."""
-    from dynshape.warming import _COMPILE_COST, _jobs, _pick
-    jobs = _jobs(pairs)
+def _simulate_warming(pairs, children, epilogues=True):
+    """Run the parent's hand-out of jobs (``_jobs``, ``_order``, ``_pick``) with each job
+    taking its ``_COMPILE_COST`` seconds; returns the (start, end, job) of every job and the
+    end."""
+    from dynshape.warming import _COMPILE_COST, _jobs, _order, _pick
+    jobs = _jobs(pairs, epilogues)
+    order = _order(jobs, children)
+    assert sorted(order) == sorted(jobs)
     pending, finished, held, runs, now = list(jobs), set(), set(), [], 0.0
     busy = {}                                   # child -> (end, job)
     while pending or busy:
         for c in range(children):
             if c not in busy:
-                job = _pick(jobs, pending, finished, held)
+                job = _pick(jobs, pending, finished, held, order)
                 if job is not None:
                     pending.remove(job)
                     held |= jobs[job][0]
@@ -190,6 +193,29 @@ def test_parallel_warming_runs_each_step_interpreter_once_before_its_drivers():
     assert not jobs[("conv", "float32")][1] and not jobs[("matmul", "float32")][1]
     assert (STEPS, "float32") in _jobs(demo) and (STEPS, "float32") not in _jobs(demo, False)
     assert (STEPS, "float32") in _jobs(plan(["fused"], ["float32"]), False)
+
+
+def test_parallel_warming_order_ends_with_the_best_split():
+    """The children take jobs in the order whose simulated schedule ends first: for the
+    demo's five drivers on 2 children, no split ends sooner (longest-first alone put conv,
+    unary and pool on one child: 29 of a total 55; the best split ends at 28), and a job
+    set too large to try every order ends no later than longest-first."""
+    import itertools
+    from dynshape.warming import STEPS, _COMPILE_COST, _jobs, _makespan, _order, plan
+    demo = [(f, "float32") for f in ("conv", "matmul", "unary", "binary", "pool")]
+    cost = {j: _COMPILE_COST[j[0]] for j in demo}
+    best = min(max(sum(cost[j] for j in part), sum(cost.values()) - sum(cost[j] for j in part))
+               for k in range(len(demo) + 1) for part in itertools.combinations(demo, k))
+    runs, end = _simulate_warming(demo, 2, epilogues=False)
+    assert end == best == 28
+    for pairs, epilogues in ((demo, True), (plan(["unary", "binary", "reduce", "rowwise"],
+                                                 ["float32", "float64"]), True)):
+        jobs = _jobs(pairs, epilogues)
+        longest = sorted(jobs, key=lambda j: (j[0] != STEPS, -_COMPILE_COST[j[0]], j))
+        assert _makespan(jobs, _order(jobs, 2), 2) <= _makespan(jobs, longest, 2)
+        if len(jobs) <= 6:
+            assert _makespan(jobs, _order(jobs, 2), 2) == min(
+                _makespan(jobs, o, 2) for o in itertools.permutations(jobs))
 
 
 def test_module_entry_point_runs_a_command():
