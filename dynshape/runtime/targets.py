@@ -41,20 +41,13 @@ class Target:
         return self.drivers.get(family, dtype)
 
     def replay_driver(self, family, dtype):
-        """``call(*args)`` for replays: the driver of ``(family, dtype)`` fetched once and
-        entered through its compiled entry point (no per-call type matching: a replay's
-        arguments always have the types the driver was compiled for), as long as the
-        target's ``drivers.get`` is the one it was fetched through; once a tool or test
-        wraps ``get``, every call looks the driver up through it again."""
-        drivers = self.drivers
-        get = drivers.get
-        entry = compiled_entry(get(family, dtype))
-
-        def call(*args):
-            if drivers.get == get:
-                return entry(*args)
-            return drivers.get(family, dtype)(*args)
-        return call
+        """The driver of ``(family, dtype)`` for a replay to call: fetched once through the
+        target's ``drivers.get`` and reduced to its compiled entry point (no per-call type
+        matching: a replay's arguments always have the types the driver was compiled for).
+        A replay is valid only while ``drivers.get`` is the one it was recorded under
+        (``runtime/replay.py`` checks it on every call): once a tool or test wraps ``get``,
+        the next call takes the full path and records a replay that calls the wrapper."""
+        return compiled_entry(self.drivers.get(family, dtype))
 
     def __repr__(self):
         return f"<Target {self.name}: {self.description}>"

@@ -100,6 +100,38 @@ def test_repeated_calls_are_replayed_and_right(family, given_out, wrapped, reque
     assert len(driver_calls) - calls == (3 if wrapped else 0), "a replay is one driver call"
 
 
+def test_wrapping_drivers_get_ends_the_replays_recorded_before(monkeypatch):
+    """A replay holds only while the target's ``drivers.get`` is the one it was recorded
+    under: once a tool wraps ``get``, the next call takes the full path through the wrapper
+    and records a replay that calls it; unwrapping ends that replay in turn."""
+    call, ref, make = CASES["binary"]
+    out = np.empty_like(call(*make()))
+    call(*make(), out=out)
+    before = REPLAY.replays
+    call(*make(), out=out)
+    assert REPLAY.replays == before + 1
+    calls, real_get = [], drivers.get
+
+    def counting_get(family, dtype):
+        disp = real_get(family, dtype)
+
+        def driver(*args):
+            calls.append(family)
+            return disp(*args)
+        return driver
+    monkeypatch.setattr(drivers, "get", counting_get)
+    for k in range(3):
+        arrays = make()
+        np.testing.assert_allclose(call(*arrays, out=out), ref(*arrays), rtol=2e-5, atol=2e-5)
+        assert len(calls) == k + 1, "every call enters the driver through the wrapper"
+    assert REPLAY.replays == before + 3       # the first call after wrapping: full path
+    monkeypatch.setattr(drivers, "get", real_get)
+    call(*make(), out=out)
+    assert REPLAY.replays == before + 3 and len(calls) == 3
+    call(*make(), out=out)
+    assert REPLAY.replays == before + 4 and len(calls) == 3
+
+
 def test_drivers_have_one_compiled_entry_point():
     """What replays call: the single compiled signature's entry point of a driver; anything
     else (a wrapper, a dispatcher with several signatures) is called as it is."""
@@ -155,6 +187,17 @@ def test_signature_separates_what_a_replay_depends_on():
     assert sig("relu", (x,), o, {"a": 1})[:-3] == one
     assert sig("add", (x, y), o, {"a": 1})[:-3] == sig("add", (x, y), o, {})
     assert sig("relu", ([1.0],), o, {}) is None and sig("relu", (x,), ro, {}) is None
+    # one array and one attribute into out= (a reduction or row-wise op): built apart too
+    o1 = f32(4)
+    assert sig("sum", (x,), o1, {"axis": 1}) == ("sum", 1, o1.dtype, o1.shape, o1.strides,
+                                                 x.dtype, x.shape, x.strides, False,
+                                                 "axis", int, 1)
+    assert sig("sum", (x,), o1, {"axis": 1}) != sig("sum", (x,), o1, {"axis": 0})
+    assert sig("sum", (x,), o1, {"axis": (1,)}) != sig("sum", (x,), o1, {"axis": 1})
+    assert sig("m", (x,), o, {"bias": w})[-6:] == ("bias", "array", id(w), w.dtype, w.shape,
+                                                   w.strides)
+    assert sig("m", (x,), o, {"a": 1, "b": 2})[:-3] == sig("m", (x,), o, {"a": 1})
+    assert sig("relu", ([1.0],), o, {"a": 1}) is None
     three = sig("where", (x, y, o), o, {})
     assert three == sig("where", (f32(4, 5), f32(4, 5), o), o, {})
     assert three != sig("where", (x, y, o), y, {}) != sig("where", (x, y, f32(5, 4)), y, {})
