@@ -320,9 +320,9 @@ def _unary_entry(x, o, common, entries, e, oi, attrs):
         _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1,
                        np.bool_(True), attrs)
     elif t0 > 1 and code == IDENTITY and xsm == 1 and osn == 1:   # transposed copies go
-        transpose_tile(x, xb, xsn, o, ob, osm, v0, v1)           # straight, no tile buffer
+        transpose_tile(x, xb, xsn, o, ob, osm, v0, v1, t1)       # straight, no tile buffer
     elif t0 > 1 and code == IDENTITY and xsn == 1 and osm == 1:
-        transpose_tile(x, xb, xsm, o, ob, osn, v1, v0)
+        transpose_tile(x, xb, xsm, o, ob, osn, v1, v0, np.int64(0))
     elif t0 > 1 and (xsn != 1 or osn != 1):
         _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1,
                        np.bool_(False), attrs)
