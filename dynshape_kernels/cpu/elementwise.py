@@ -283,7 +283,7 @@ def _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a
     """A tile through a scratch copy: DISCARD tails (``full``: the whole zero-padded tile is
     computed, the invalid part dropped) and 2-D tiles with strided columns (valid part only)."""
     buf = np.zeros(t0 * t1, dtype=o.dtype) if full else np.empty(t0 * t1, dtype=o.dtype)
-    gather_tile(x, xb, xsm, xsn, v0, v1, buf, t1)
+    gather_tile(x, xb, xsm, xsn, v0, v1, buf, t1, t1)
     n = t0 * t1 if full else (v0 - 1) * t1 + v1
     if not lookup_map(attrs, buf, buf, n):
         map_inplace(code, buf, n, a0, a1)
@@ -405,8 +405,8 @@ def _binary_scratch(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, osn, v0,
     row, through scratch copies of both operands."""
     sa = np.zeros(t0 * t1, dtype=o.dtype) if full else np.empty(t0 * t1, dtype=o.dtype)
     sb = np.ones(t0 * t1, dtype=o.dtype) if full else np.empty(t0 * t1, dtype=o.dtype)
-    gather_tile(a, ab, asm, asn, v0, v1, sa, t1)
-    gather_tile(b, bb, bsm, bsn, v0, v1, sb, t1)
+    gather_tile(a, ab, asm, asn, v0, v1, sa, t1, t1)
+    gather_tile(b, bb, bsm, bsn, v0, v1, sb, t1, t1)
     zip_right(code, sa, sb, t0 * t1 if full else (v0 - 1) * t1 + v1)
     scatter_tile(o, ob, osm, osn, v0, v1, sa, t1)
 
@@ -425,9 +425,9 @@ def _binary_gathered(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, v0, v1,
     sa = np.empty(t0 * t1 if ga else 0, dtype=o.dtype)
     sb = np.empty(t0 * t1 if gb else 0, dtype=o.dtype)
     if ga:
-        gather_tile(a, ab, asm, asn, v0, v1, sa, t1)
+        gather_tile(a, ab, asm, asn, v0, v1, sa, t1, t1)
     if gb:
-        gather_tile(b, bb, bsm, bsn, v0, v1, sb, t1)
+        gather_tile(b, bb, bsm, bsn, v0, v1, sb, t1, t1)
     _zip_tiles(code, a, ab, asm, sa, ga, b, bb, bsm, sb, gb, o, ob, osm, v0, v1, t1)
 
 

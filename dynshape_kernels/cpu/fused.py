@@ -221,7 +221,7 @@ def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, 
         apply_steps_range(prog, first, nsteps, pattrs, o, ob, osm, v0, v1, r0, r1, 0, sides,
                           sgeo)
         return
-    gather_tile(x, xb, xsm, xsn, v0, v1, buf, t1)
+    gather_tile(x, xb, xsm, xsn, v0, v1, buf, t1, t1)
     apply_steps_range(prog, 0, nsteps, pattrs, buf, 0, t1, v0, v1, r0, r1, 0, sides, sgeo)
     scatter_tile(o, ob, osm, osn, v0, v1, buf, t1)
 
@@ -281,7 +281,7 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
                                              xb0 + r * xsm, xsm, z, n, nr, n, r, z):
                 first = 1
             else:
-                gather_tile(x, xb0 + r * xsm, xsm, xsn, nr, n, buf, n)
+                gather_tile(x, xb0 + r * xsm, xsm, xsn, nr, n, buf, n, np.int64(0))
             apply_steps_range(prog, first, split, pattrs, buf, 0, n, nr, n, r, 0, 0, sides,
                               sgeo)
             # the tile read-only, like x in the branch above: the row op and the reduction
@@ -309,7 +309,8 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
             for c0 in range(0, n, CHUNK):
                 w = min(CHUNK, n - c0)
                 boff = c0 if tail == T_ROWWISE else 0
-                gather_tile(x, xr + c0 * xsn, xsm, xsn, np.int64(1), w, buf[boff:], w)
+                gather_tile(x, xr + c0 * xsn, xsm, xsn, np.int64(1), w, buf[boff:], w,
+                            np.int64(0))
                 apply_steps_range(prog, 0, split, pattrs, buf, boff, w, 1, w, r, c0, 0, sides,
                                   sgeo)
                 if tail != T_ROWWISE:
@@ -338,7 +339,7 @@ def _reduce_all_tile(x, common, prog, pattrs, fctl, sides, sgeo, buf, oi, r0, v0
     xsn = common[xblk + OP_SN]
     xb = outer_offset(common, np.int64(X_OP), oi) + r0 * xsm + r1 * xsn
     code = fctl[F_TCODE]
-    gather_tile(x, xb, xsm, xsn, v0, v1, buf, t1)
+    gather_tile(x, xb, xsm, xsn, v0, v1, buf, t1, t1)
     apply_steps_range(prog, 0, prog.shape[0], pattrs, buf, 0, t1, v0, v1, r0, r1, 0, sides,
                       sgeo)
     acc = _sum_zero(x)

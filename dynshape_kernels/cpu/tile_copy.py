@@ -19,8 +19,10 @@ def transpose_tile(src, sb, ss, dst, db, ds, v0, v1, ahead):
     ``ahead`` > 0: while the blocks of source rows c..c+7 move, prefetch the same part of
     source rows c+ahead..c+ahead+7, which the next tile of a row-major table reads (its
     columns are the next source rows). The hardware prefetcher does not follow 8 rows of
-    one tile's width each; measured on a 3187 x 9431 float32 a.T, 64x64 tiles, 2 threads:
-    13.7 -> 13.2 ms (best of blocks 12.3 -> 11.8). 0 when the source is a tile buffer."""
+    one tile's width each. Measured on a 3187 x 9431 float32 a.T, 64x64 tiles, 2 threads:
+    a tile loop alone 13.7 -> 13.2 ms (best of blocks 12.3 -> 11.8); the drivers, old and
+    new builds alternating: copy 15.9 -> 15.0 ms, a.T + b 27.1 -> 24.5. 0 when the source
+    is a tile buffer, or the next tile is not the one to the right."""
     r8 = v0 - v0 % 8 if can_transpose8(src, dst) else 0
     c8 = v1 - v1 % 8 if r8 > 0 else 0
     line = PREFETCH_LINE // src.itemsize
@@ -39,9 +41,11 @@ def transpose_tile(src, sb, ss, dst, db, ds, v0, v1, ahead):
 
 
 @njit(cache=True)
-def gather_tile(x, xb, xsm, xsn, v0, v1, buf, pitch):
+def gather_tile(x, xb, xsm, xsn, v0, v1, buf, pitch, ahead):
     """Copy the valid v0 x v1 region of a strided tile into ``buf`` (row pitch ``pitch``),
-    walking the source along its smaller stride (a blocked transpose for transposed reads)."""
+    walking the source along its smaller stride (a blocked transpose for transposed reads,
+    which prefetches ``ahead`` columns on: the tile width when the caller's next tile is the
+    one to the right, 0 when it is not, as for blocks of whole rows; see transpose_tile)."""
     if xsn == 1:
         for r in range(v0):
             d = buf[r * pitch:r * pitch + v1]        # (views and a loop: a slice assignment
@@ -49,7 +53,7 @@ def gather_tile(x, xb, xsm, xsn, v0, v1, buf, pitch):
             for c in range(v1):
                 d[c] = sv[c]
     elif xsm == 1:
-        transpose_tile(x, xb, xsn, buf, np.int64(0), pitch, v0, v1, v1)
+        transpose_tile(x, xb, xsn, buf, np.int64(0), pitch, v0, v1, ahead)
     elif abs(xsm) < abs(xsn):
         for c in range(v1):
             src = xb + c * xsn

@@ -93,7 +93,7 @@ def _check(rng, dtype, v0, v1, r0, c0, extra_pitch):
     x = base.reshape(-1)
     pitch = v1 + extra_pitch
     buf = np.full(v0 * pitch + 8, SENTINEL, dtype=dtype)
-    gather_tile(x, r0 + c0 * m, 1, m, v0, v1, buf, pitch)
+    gather_tile(x, r0 + c0 * m, 1, m, v0, v1, buf, pitch, v1)    # prefetches the next tile
     want = base.T[r0:r0 + v0, c0:c0 + v1]
     rows = buf[:v0 * pitch].reshape(v0, pitch)
     np.testing.assert_array_equal(rows[:, :v1], want)
