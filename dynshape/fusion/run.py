@@ -16,6 +16,7 @@ from dynshape.ops.attributes import is_number as _is_number
 from dynshape.fusion.program import build_program
 from dynshape.ops import Launch, as_array, check_out, is_planning, new_output
 from dynshape.runtime import replay
+from dynshape.runtime.executor import executor_of
 from dynshape.runtime.fused import FUSED, _readonly, dummy
 from dynshape.runtime.replay import REPLAY
 from dynshape.runtime.layout import (broadcast_strides, coalesce, element_strides, flat_view,
@@ -99,10 +100,21 @@ class Fused:
                 ab = "x, w" if self.lead.op == "conv2d" else "a, b"
                 raise ArgumentError(f"{self!r} starts with {self.lead.op}: call it as "
                                     f"f({ab}, *sides, **sides)")
-            if _on_device((x, *sides, *named.values()), out):
+            arrays = (x, *sides, *named.values())
+            sig = replay.signature((self, tuple(named)), arrays, out, None)
+            if sig is not None:
+                result = REPLAY.run(sig, arrays, out)
+                if result is not None:
+                    return result
+            elif _on_device(arrays, out):
                 from dynshape.cuda.call import run_fused_device
                 return run_fused_device(self, x, sides, named, out)
-            return _execute_lead(self, x, sides[0], sides[1:], named, out)
+            ran = []
+            result = _execute_lead(self, x, sides[0], sides[1:], named, out, ran)
+            if sig is not None and ran:
+                spec, launch = ran[0]
+                REPLAY.record(sig, executor_of(spec.executor), launch, arrays, out)
+            return result
         arrays = (x, *sides, *named.values())
         sig = replay.signature((self, tuple(named)), arrays, out, None)
         if sig is None and _on_device(arrays, out):
@@ -267,11 +279,13 @@ def _execute(fused, x, sides, named, out, explain, ran=None):
     return table if explain else result
 
 
-def _execute_lead(fused, a, b, sides, named, out):
+def _execute_lead(fused, a, b, sides, named, out, ran=None):
     """The leading matmul / gemm / conv2d of ``a``, ``b`` with the chain as the epilogue
     program of its driver: the steps run on every output tile before it is stored
     (dynshape_kernels/cpu/gemm.py and dynshape_kernels/cpu/conv_epilogue.py call
-    steps.apply_steps_as, in the output's format)."""
+    steps.apply_steps_as, in the output's format). ``ran`` (a list) receives the op spec
+    and the launch run, for a replay (``launch.extra["side_sources"]``: the arrays whose
+    memory the program's sides read)."""
     lead = fused.lead
     bound = dict(zip(fused.side_names, _bind_sides(fused, sides, named)))
     spec = ops.get(lead.op)
@@ -302,14 +316,17 @@ def _execute_lead(fused, a, b, sides, named, out):
         if not ok:
             raise ShapeError(f"{fused!r}: side input {k!r} of shape {s.shape} does not "
                              f"broadcast to the {lead.op} result's shape {shape}")
-    if result.size == 0 or not prog.prog.shape[0]:
-        return dispatcher.run_launch(spec, launch)
-    geo = _conv_side_geometry if lead.op == "conv2d" else _matmul_side_geometry
-    sgeo, flat = geo(shape, arrs, result)
-    flat += [dummy(dt)] * (MAX_SIDES - len(flat))
-    sgeo.flags.writeable = False
-    launch.extra["steps"] = (prog.prog, prog.pattrs, tuple(flat), sgeo)
-    return dispatcher.run_launch(spec, launch)
+    if result.size and prog.prog.shape[0]:
+        geo = _conv_side_geometry if lead.op == "conv2d" else _matmul_side_geometry
+        sgeo, flat, used = geo(shape, arrs, result)
+        flat += [dummy(dt)] * (MAX_SIDES - len(flat))
+        sgeo.flags.writeable = False
+        launch.extra["steps"] = (prog.prog, prog.pattrs, tuple(flat), sgeo)
+        launch.extra["side_sources"] = used
+    result = dispatcher.run_launch(spec, launch)
+    if ran is not None:
+        ran.append((spec, launch))
+    return result
 
 
 def _unaliased_side(result, s):
@@ -320,9 +337,10 @@ def _unaliased_side(result, s):
 
 def _matmul_side_geometry(shape, arrs, result):
     """sgeo (MAX_SIDES, 4) = (offset, flattened-batch stride, row, column stride) per side
-    and the sides' flat buffers, for the GEMM driver's epilogue program."""
+    and the sides' flat buffers, for the GEMM driver's epilogue program, and the arrays
+    those buffers view (a side itself, or its copy)."""
     sgeo = np.zeros((MAX_SIDES, 4), np.int64)
-    flat = []
+    flat, used = [], []
     for i, s in enumerate(arrs):
         s = _unaliased_side(result, s)
         st = broadcast_strides(shape, s.shape, element_strides(s)) \
@@ -344,15 +362,17 @@ def _matmul_side_geometry(shape, arrs, result):
         buf, off = flat_view(s)
         sgeo[i] = (off, bstr, st[-2], st[-1])
         flat.append(_readonly(buf))
-    return sgeo, flat
+        used.append(s)
+    return sgeo, flat, used
 
 
 def _conv_side_geometry(shape, arrs, result):
     """cgeo (MAX_SIDES, 5) = (offset, n, channel, row, column stride) per side and the
     sides' flat buffers, for the conv driver's epilogue program: any strided view broadcast
-    to (N, M, OH, OW) is read in place (per-channel sides: zero row and column strides)."""
+    to (N, M, OH, OW) is read in place (per-channel sides: zero row and column strides); and
+    the arrays those buffers view (a side itself, or its copy)."""
     cgeo = np.zeros((MAX_SIDES, 5), np.int64)
-    flat = []
+    flat, used = [], []
     for i, s in enumerate(arrs):
         s = _unaliased_side(result, s)
         if element_strides(s) is None:
@@ -361,7 +381,8 @@ def _conv_side_geometry(shape, arrs, result):
         cgeo[i, 0] = off
         cgeo[i, 1:] = broadcast_strides(shape, s.shape, element_strides(s))
         flat.append(_readonly(buf))
-    return cgeo, flat
+        used.append(s)
+    return cgeo, flat, used
 
 
 def _check_int_pow(fused, arrs):

@@ -32,7 +32,9 @@ from dynshape.planning.conv import build_table
 from dynshape.runtime import config
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.targets import get_target
-from dynshape.runtime.layout import element_strides, flat_view, kernel_view_dtype
+from dynshape.runtime.layout import (element_strides, flat_view, kernel_view_dtype,
+                                     readonly_flat)
+from dynshape.runtime.replay import epilogue_fill, positions
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
 
@@ -152,23 +154,34 @@ class ConvExecutor(Executor):
                launch.fattrs, prog, pattrs, sides, cgeo)
 
     def replay(self, launch, arrays, table, common):
+        """The caller's arrays in any order (``run``'s x, w, bias; a fused sequence's x, w,
+        then its side inputs), each operand one of them; an epilogue program's sides too."""
         x, w, b = launch.inputs
-        if (len(arrays) not in (2, 3) or x is not arrays[0] or w is not arrays[1]
-                or (b is not arrays[2] if len(arrays) == 3 else b is not None)
-                or launch.extra["residual"] is not None or "steps" in launch.extra
-                or x.size == 0 or w.size == 0 or (b is not None and b.size == 0)):
+        steps = launch.extra.get("steps")
+        srcs = list(launch.extra.get("side_sources", ())) if steps else []
+        lead = [x, w] if b is None else [x, w, b]
+        idx = positions(arrays, lead + srcs)
+        if idx is None or launch.extra["residual"] is not None:
             return None
         call = get_target(launch.target).replay_driver(FAMILY, launch.dtype)
         entries, fattrs, nth = table.entries, launch.fattrs, config.num_threads()
-        prog, pattrs, sides, cgeo = _no_steps(kernel_view_dtype(launch.out.dtype))
-        dummy = np.zeros(1, kernel_view_dtype(launch.out.dtype))
+        dt = kernel_view_dtype(launch.out.dtype)
+        prog, pattrs, sides, cgeo = steps or _no_steps(dt)
+        dummy = np.zeros(1, dt)
+        ix, iw, ib = idx[0], idx[1], (idx[2] if b is not None else None)
+        isides = idx[len(lead):]
+        pad = _no_steps(dt)[2][:MAX_SIDES - len(isides)]
+        fill = epilogue_fill(launch, self.family) if steps else None
 
         def go(arrays, out):
             if _forced_slot.get() is not None or config.num_threads() != nth:
                 return False
-            bbuf = flat_view(arrays[2])[0] if len(arrays) == 3 else dummy
-            call(flat_view(arrays[0])[0], flat_view(arrays[1])[0], bbuf, dummy,
-                 flat_view(out)[0], common, entries, fattrs, prog, pattrs, sides, cgeo)
+            if fill is not None:
+                fill()
+            bbuf = flat_view(arrays[ib])[0] if ib is not None else dummy
+            sd = tuple([readonly_flat(arrays[j]) for j in isides]) + pad if isides else sides
+            call(flat_view(arrays[ix])[0], flat_view(arrays[iw])[0], bbuf, dummy,
+                 flat_view(out)[0], common, entries, fattrs, prog, pattrs, sd, cgeo)
         return go
 
 

@@ -16,6 +16,7 @@ from dynshape.errors import DtypeError
 from dynshape.runtime import streaming
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.targets import get_target
+from dynshape.runtime.replay import positions
 from dynshape.runtime.layout import (broadcast_strides, check_outer, coalesce,
                                      element_strides, flat_view, plane, plane_of_coalesced,
                                      kernel_view_dtype, readonly_flat)
@@ -157,12 +158,9 @@ class FusedExecutor(Executor):
 
     def replay(self, launch, arrays, table, bound):
         # each operand of the launch must be one of the caller's arrays (none converted)
-        idx = []
-        for a in launch.inputs:
-            where = [j for j, u in enumerate(arrays) if u is a]
-            if not where or a.size == 0:
-                return None
-            idx.append(where[0])
+        idx = positions(arrays, launch.inputs)
+        if idx is None:
+            return None
         common, fctl = bound
         prog = launch.extra["prog"]
         dt = launch.inputs[0].dtype

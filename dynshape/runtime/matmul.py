@@ -25,7 +25,8 @@ from dynshape.runtime import config
 from dynshape.runtime.executor import Executor, register_executor, via_temporary_out
 from dynshape.runtime.targets import get_target
 from dynshape.runtime.layout import (broadcast_strides, element_strides, flat_view, flattener,
-                                     kernel_view_dtype, same_view)
+                                     kernel_view_dtype, readonly_flat, same_view)
+from dynshape.runtime.replay import epilogue_fill, positions
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
 from dynshape.tables.matmul_table import MatmulTable
@@ -123,21 +124,32 @@ class MatmulExecutor(Executor):
         _call(driver, launch, table)
 
     def replay(self, launch, arrays, table, bound):
+        """The caller's arrays in any order (``run``'s a, b; a fused sequence's a, b, then
+        its side inputs), each operand one of them; an epilogue program's sides too."""
         ex = launch.extra
         a, b = launch.inputs
-        if (len(arrays) != 2 or a is not arrays[0] or b is not arrays[1] or a.size == 0
-                or b.size == 0 or ex["cin"] is not None or "steps" in ex):
+        steps = ex.get("steps")
+        srcs = list(ex.get("side_sources", ())) if steps else []
+        idx = positions(arrays, [a, b] + srcs)
+        if idx is None or ex["cin"] is not None:
             return None
         args = list(_args(launch, table))
         call, nth = get_target(launch.target).replay_driver("matmul", launch.dtype), args[-1]
         fa, fb, fo = flattener(a), flattener(b), flattener(launch.out)
+        ia, ib, isides = idx[0], idx[1], idx[2:]
+        pad = args[26][len(isides):]
+        fill = epilogue_fill(launch, self.family) if steps else None
 
         def go(arrays, out):
             if config.num_threads() != nth:
                 return False
-            args[5] = fa(arrays[0])
-            args[8] = fb(arrays[1])
+            if fill is not None:
+                fill()
+            args[5] = fa(arrays[ia])
+            args[8] = fb(arrays[ib])
             args[11] = fo(out)
+            if isides:
+                args[26] = tuple([readonly_flat(arrays[j]) for j in isides]) + pad
             call(*args)
         return go
 

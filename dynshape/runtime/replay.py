@@ -220,3 +220,27 @@ def same_operands(launch, arrays, n=None):
     themselves (no copy or conversion was made), in order."""
     ins = launch.inputs if n is None else launch.inputs[:n]
     return len(ins) == len(arrays) and all(a is b for a, b in zip(ins, arrays))
+
+
+def positions(arrays, operands):
+    """The position in ``arrays`` of each of ``operands`` (by identity: an operand must be
+    one of the caller's arrays, neither a copy nor a conversion, and not empty), or None."""
+    idx = []
+    for a in operands:
+        where = next((j for j, u in enumerate(arrays) if u is a), None)
+        if where is None or a.size == 0:
+            return None
+        idx.append(where)
+    return idx
+
+
+def epilogue_fill(launch, family):
+    """What a replay of a launch with an epilogue program calls before the driver of
+    ``family``: the target's fill of the driver's on-demand links, as
+    ``Target.epilogue_driver`` does on the full path (the CPU's step interpreter: a slot
+    lookup once filled), or None when the target has none."""
+    fill = getattr(get_target(launch.target).drivers, "fill_on_demand", None)
+    if fill is None:
+        return None
+    dtype = launch.dtype
+    return lambda: fill(family, dtype)
