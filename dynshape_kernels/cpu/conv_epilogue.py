@@ -23,9 +23,10 @@ contiguous in the accumulators (pitch == vw) and in every side (row stride == vw
 stride), the tile is ONE apply_steps call of ``mv`` rows (channels) of ``vh*vw`` values;
 otherwise one call per channel of ``vh`` rows of ``vw``.
 """
+import numpy as np
 from numba import njit
 
-from .steps import MAX_SIDES, apply_steps_as
+from .steps import MAX_SIDES, apply_steps_as, scratch_span
 from .switches import map_inplace
 from .gemm_ukernel import load_at, store_at
 from .half import load, store
@@ -91,6 +92,19 @@ def tile_steps(y, acc, a, cstride, mv, vh, vw, pitch, prog, pattrs, sides, cgeo,
     """Run the step program on the ``mv`` channels of a tile (channel i's rows of ``vw`` at
     ``pitch`` from ``acc[a + i*cstride]``) whose first element is output (n, m, oh0, ow0),
     with the semantics of y's storage format (``steps.apply_steps_as``)."""
+    # every channel's rows (and the values between them, scratch) as one run, when the
+    # program reads no side input by position (conv 64->64 3x3 on 57x61 -> relu, abs, exp:
+    # one call per step and tile instead of one per channel)
+    if pitch == vw or vh == 1:
+        span = scratch_span(prog, cstride, mv, vh * vw)
+    elif cstride == vh * pitch:
+        span = scratch_span(prog, pitch, mv * vh, vw)
+    else:
+        span = np.int64(0)
+    if span > 0:
+        # (the argument types of the call below: one compiled apply_steps_as)
+        apply_steps_as(y, prog, pattrs, acc, a, span, np.int64(1), span, 0, 0, 0, sides, lgeo)
+        return
     flat = pitch == vw or vh == 1
     for s in range(MAX_SIDES):
         if vh > 1 and cgeo[s, 3] != vw * cgeo[s, 4]:

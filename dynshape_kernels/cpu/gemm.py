@@ -50,7 +50,7 @@ from .address_link import Link
 from .borrowed import borrowed
 from .readonly_view import readonly
 from ..catalog import CATALOG
-from .steps import apply_steps_as
+from .steps import apply_steps_as, scratch_span
 from .switches import map_inplace
 from .gemm_operands import (_a_rows_panel, _call_uk, _direct_b_panels, _dot_a_rows,
                             _inplace_tile, _slot_cfg_stub, _ukd4, holds_half)
@@ -114,7 +114,14 @@ def _epilogue(ws_c, ldc, mv, nv, c_buf, c_off, c_rs, c_cs, alpha, beta,
         if act > 0:  # unary op code + 1, vectorized over the row
             map_inplace(act - 1, ws_c[w:w + nv], nv, zero, zero)
     if prog.shape[0] > 0:
-        apply_steps_as(c_buf, prog, pattrs, ws_c, 0, ldc, mv, nv, m0, n0, bt, sides, sgeo)
+        # the tile's rows and the accumulators between them (scratch) as one run when the
+        # program reads no side input by position: one call per step, not per row and step
+        span = scratch_span(prog, ldc, mv, nv)
+        if span > 0:
+            apply_steps_as(c_buf, prog, pattrs, ws_c, 0, span, np.int64(1), span, m0, n0, bt,
+                           sides, sgeo)
+        else:
+            apply_steps_as(c_buf, prog, pattrs, ws_c, 0, ldc, mv, nv, m0, n0, bt, sides, sgeo)
     for i in range(mv):
         w = i * ldc
         co = c_off + i * c_rs

@@ -776,3 +776,34 @@ def test_a_parallel_call_allocates_scratch_only_for_chunks_with_work():
     many, tiles, size = allocations(64)               # the parallel path
     assert one_tile == 1 and small < SERIAL_ELEMENTS <= size and 1 < tiles < N_CHUNKS // 4
     assert many <= one + 3 * (tiles - 1), (one, many, tiles)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("geometry", [(8, 8, 16, 61, 1), (4, 4, 7, 5, 1), (6, 6, 33, 29, 6),
+                                      (3, 64, 20, 45, 1)])
+def test_leading_ops_run_a_side_free_chain_over_their_accumulators_right(dtype, geometry):
+    """Unary and constant steps after a conv2d (GEMM tiles, or direct tiles for depthwise)
+    or a matmul run once over a tile's accumulators, the scratch between its rows
+    included (``steps.scratch_span``): only the rows reach the output, each right; one
+    more step reading a side input by position goes row by row and is right too."""
+    C, M, H, W, G = geometry
+    r = np.random.default_rng(C * H + W)
+    x = r.standard_normal((2, C, H, W)).astype(dtype)
+    w = (r.standard_normal((M, C // G, 3, 3)) / 3).astype(dtype)
+    chain = ["relu", ("mul", 0.5), ("sub", 0.25, "_"), "tanh", "abs"]
+
+    def steps(v):
+        return np.abs(np.tanh(0.25 - np.maximum(v, 0) * 0.5))
+    c = dynshape.run("conv2d", x, w, pads=1, group=G)
+    f = dynshape.fuse([("conv2d", {"pads": 1, "group": G})] + chain)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
+    out = np.full(c.shape, 7, dtype)
+    assert f(x, w, out=out) is out
+    np.testing.assert_allclose(out, steps(c), **tol)
+    side = r.standard_normal(c.shape).astype(dtype)
+    g = dynshape.fuse([("conv2d", {"pads": 1, "group": G})] + chain + [("add", "s")])
+    np.testing.assert_allclose(g(x, w, s=side), steps(c) + side, **tol)
+    a = r.standard_normal((3, H * 5, W)).astype(dtype)
+    b = r.standard_normal((W, C * 13)).astype(dtype)
+    m = dynshape.run("matmul", a, b)
+    np.testing.assert_allclose(dynshape.fuse(["matmul"] + chain)(a, b), steps(m), **tol)

@@ -205,3 +205,22 @@ def test_conv_and_matmul_fill_the_interpreter_before_an_epilogue(monkeypatch):
         monkeypatch.setattr(slot, "value", None)
         np.testing.assert_allclose(f(*args), want, rtol=1e-5, atol=1e-5)
         assert slot.value
+
+
+def test_scratch_span_joins_rows_only_for_position_free_programs():
+    """An epilogue runs a program over rows with scratch between them as ONE run only when
+    no step reads a side input by position, the rows do not follow each other already, and
+    the run computes at most half as many values again as the rows hold."""
+    from dynshape_kernels.abi.step_program import K_SIDE_L, K_SIDE_R
+    from dynshape_kernels.cpu.steps import scratch_span
+    prog = _program("float32")[0]
+    assert scratch_span(prog, 384, 64, 366) == 63 * 384 + 366
+    assert scratch_span(prog, 10, 5, 8) == 4 * 10 + 8             # 8 extra of 40: joined
+    assert scratch_span(prog, 20, 5, 8) == 0                      # 48 extra of 40: per row
+    assert scratch_span(prog, 366, 64, 366) == 0                  # one run already
+    assert scratch_span(prog, 384, 1, 366) == 0                   # one row
+    assert scratch_span(prog[:0], 384, 64, 366) == 63 * 384 + 366  # no steps: nothing read
+    for kind in (K_SIDE_R, K_SIDE_L):
+        side = prog.copy()
+        side[1, 0] = kind
+        assert scratch_span(side, 384, 64, 366) == 0
