@@ -32,8 +32,7 @@ from dynshape.planning.conv import build_table
 from dynshape.runtime import config
 from dynshape.runtime.executor import Executor, register_executor
 from dynshape.runtime.targets import get_target
-from dynshape.runtime.layout import (element_strides, flat_view, kernel_view_dtype,
-                                     readonly_flat)
+from dynshape.runtime.layout import element_strides, flat_view, flattener, kernel_view_dtype
 from dynshape.runtime.replay import epilogue_fill, positions
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
@@ -172,16 +171,19 @@ class ConvExecutor(Executor):
         isides = idx[len(lead):]
         pad = _no_steps(dt)[2][:MAX_SIDES - len(isides)]
         fill = epilogue_fill(launch, self.family) if steps else None
+        fsides = [(flattener(arrays[j]), j) for j in isides]
+        fx, fw, fo = flattener(x), flattener(w), flattener(launch.out)
+        fb = flattener(b) if b is not None else None
 
         def go(arrays, out):
             if _forced_slot.get() is not None or config.num_threads() != nth:
                 return False
             if fill is not None:
                 fill()
-            bbuf = flat_view(arrays[ib])[0] if ib is not None else dummy
-            sd = tuple([readonly_flat(arrays[j]) for j in isides]) + pad if isides else sides
-            call(flat_view(arrays[ix])[0], flat_view(arrays[iw])[0], bbuf, dummy,
-                 flat_view(out)[0], common, entries, fattrs, prog, pattrs, sd, cgeo)
+            bbuf = fb(arrays[ib]) if ib is not None else dummy
+            sd = tuple([f(arrays[j]) for f, j in fsides]) + pad if fsides else sides
+            call(fx(arrays[ix]), fw(arrays[iw]), bbuf, dummy, fo(out), common, entries, fattrs,
+                 prog, pattrs, sd, cgeo)
         return go
 
 

@@ -19,7 +19,7 @@ from dynshape.runtime.targets import get_target
 from dynshape.runtime.replay import positions
 from dynshape.runtime.layout import (broadcast_strides, check_outer, coalesce,
                                      element_strides, flat_view, plane, plane_of_coalesced,
-                                     kernel_view_dtype, readonly_flat)
+                                     flattener, kernel_view_dtype, readonly_flat)
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
 from dynshape.tables.param_table import bind_common
@@ -171,10 +171,17 @@ class FusedExecutor(Executor):
         pad = (dummy(dt),) * (MAX_SIDES - len(idx) + 1)
         spare_i, spare_f = spare(np.dtype(np.int64)), spare(np.dtype(np.float64))
 
+        # each operand's flat buffer by a function chosen for its layout (the driver's
+        # entry point takes a writable view where it reads: a read-only copy of the flags
+        # cost ~1 us per operand and call)
+        flats = [(flattener(arrays[j]), j) for j in idx]
+        fx, ix = flats[0]
+        fsides = flats[1:]
+        fo = flattener(launch.out)
+
         def go(arrays, out):
-            xs = [readonly_flat(arrays[j]) for j in idx]
-            call(xs[0], flat_view(out)[0], spare_i, spare_f, common, entries, prog.prog,
-                 prog.pattrs, fctl, tuple(xs[1:]) + pad)
+            call(fx(arrays[ix]), fo(out), spare_i, spare_f, common, entries, prog.prog,
+                 prog.pattrs, fctl, tuple([f(arrays[j]) for f, j in fsides]) + pad)
         return go
 
 

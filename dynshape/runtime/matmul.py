@@ -25,7 +25,7 @@ from dynshape.runtime import config
 from dynshape.runtime.executor import Executor, register_executor, via_temporary_out
 from dynshape.runtime.targets import get_target
 from dynshape.runtime.layout import (broadcast_strides, element_strides, flat_view, flattener,
-                                     kernel_view_dtype, readonly_flat, same_view)
+                                     kernel_view_dtype, same_view)
 from dynshape.runtime.replay import epilogue_fill, positions
 from dynshape.tables.bucket import bucket
 from dynshape.tables.key import TableKey
@@ -139,6 +139,7 @@ class MatmulExecutor(Executor):
         ia, ib, isides = idx[0], idx[1], idx[2:]
         pad = args[26][len(isides):]
         fill = epilogue_fill(launch, self.family) if steps else None
+        fsides = [(flattener(arrays[j]), j) for j in isides]
 
         def go(arrays, out):
             if config.num_threads() != nth:
@@ -148,8 +149,8 @@ class MatmulExecutor(Executor):
             args[5] = fa(arrays[ia])
             args[8] = fb(arrays[ib])
             args[11] = fo(out)
-            if isides:
-                args[26] = tuple([readonly_flat(arrays[j]) for j in isides]) + pad
+            if fsides:
+                args[26] = tuple([f(arrays[j]) for f, j in fsides]) + pad
             call(*args)
         return go
 
