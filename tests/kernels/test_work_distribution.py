@@ -89,3 +89,21 @@ def test_live_total_leaves_out_the_trailing_entries_past_the_shape_and_only_thos
     assert got == _expected_live_total(table)
     if x.shape == (983041,):
         assert got < table.entries.shape[0]                  # the case trims something
+
+
+@pytest.mark.parametrize("batches", [1, 3])
+@pytest.mark.parametrize("below", [True, False])
+def test_matmuls_on_either_side_of_the_serial_threshold_are_right(batches, below):
+    """A matmul of fewer than SERIAL_MACS multiply-adds runs every tile on the calling thread
+    (no thread-pool launch), a larger one splits its tiles between the threads: both give
+    NumPy's product, for every tile of a table of several tiles and batches."""
+    from dynshape_kernels.cpu.gemm import SERIAL_MACS
+    k = 32
+    n = 64
+    m = SERIAL_MACS // (k * n * batches) + (-3 if below else 3)
+    assert (m * n * k * batches < SERIAL_MACS) == below
+    r = np.random.default_rng(m)
+    a = r.standard_normal((batches, m, k)).astype(np.float32)
+    b = r.standard_normal((batches, k, n)).astype(np.float32)
+    got = dynshape.run("matmul", a, b)
+    np.testing.assert_allclose(got, np.matmul(a.astype(np.float64), b), rtol=1e-4, atol=1e-4)
