@@ -71,6 +71,11 @@ DTYPES = CATALOG.families["matmul"].dtypes
 
 # max elements of the per-thread whole-K packed-B cache (reuse across tiles)
 _BREUSE_MAX_ELEMS = 2 * 1024 * 1024
+#: below this many multiply-adds (M*N*K*batches) a call runs on the calling thread: waking
+#: the thread pool and joining it (~3 us) costs more than the second thread saves. Measured,
+#: float32, 1 thread / 2 threads: 8^3 4.4 / 7.5 us, 24x40x56 5.4 / 8.0, 48^3 6.3 / 10.2,
+#: 64^3 (262144) 10.1 / 10.0, 96^3 20.3 / 14.5
+SERIAL_MACS = 1 << 18
 
 _slots_for = matmul_slots
 
@@ -80,12 +85,6 @@ _slots_for = matmul_slots
 # --------------------------------------------------------------------------
 # --------------------------------------------------------------------------
 # epilogue
-#: below this many multiply-adds (M*N*K*batches) a call runs on the calling thread: waking
-#: the thread pool and joining it (~3 us) costs more than the second thread saves. Measured,
-#: float32, 1 thread / 2 threads: 8^3 4.4 / 7.5 us, 24x40x56 5.4 / 8.0, 48^3 6.3 / 10.2,
-#: 64^3 (262144) 10.1 / 10.0, 96^3 20.3 / 14.5
-SERIAL_MACS = 1 << 18
-
 # --------------------------------------------------------------------------
 @njit(cache=True)
 def _epilogue(ws_c, ldc, mv, nv, c_buf, c_off, c_rs, c_cs, alpha, beta,
