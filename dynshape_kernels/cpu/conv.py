@@ -72,7 +72,7 @@ from .steps import MAX_SIDES
 from .step_link import STEPS
 from .address_link import Link
 from .borrowed import borrowed
-from .serial_zeros import zeros_int64
+from .serial_zeros import zeros
 
 #: dtypes of the conv driver (and of its per-thread function's link)
 DTYPES = CATALOG.families["conv"].dtypes
@@ -275,7 +275,7 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
     sc = max(sc, rows * ldc)
     if not gemm_tiles:      # direct tiles only (depthwise): no window, so no input copy
         mode = PACKED
-    wgeo = zeros_int64(np.int64(WG_SIZE))   # (np.zeros: a parallel loop, see serial_zeros)
+    wgeo = zeros(np.int64(WG_SIZE), np.int64)   # (np.zeros: a parallel loop, see serial_zeros)
     size = 0
     if mode != PACKED and ne > 0:
         size = window_source(mode, common, entries[0, T_IH0], entries[0, T_IW0], wgeo)

@@ -62,7 +62,7 @@ from .step_link import STEPS
 from .address_link import Link
 from .borrowed import borrowed, hold
 from .readonly_view import readonly
-from .serial_zeros import zeros_uint8
+from .serial_zeros import zeros
 from .steps import (G_COL, G_OFF, G_ROW, K_CONST_L, K_CONST_R, K_SIDE_R, K_UNARY, MAX_SIDES,
                     P_ATTR, P_CODE, P_KIND, P_SIDE, apply_steps_range)
 
@@ -433,7 +433,7 @@ def fused_driver(x, o, oi, of, common, entries, prog, pattrs, fctl, sides):
     np_ = total if reduce_all else 1
     psum = _partials(x, np_)
     pext = compute_empty(o, np_)
-    pvalid = zeros_uint8(np_)     # (np.zeros here would be a parallel loop: serial_zeros)
+    pvalid = zeros(np_, np.uint8)     # (np.zeros here would be a parallel loop: serial_zeros)
     if common[C_M] * common[C_N] * common[C_NOUTER] < SERIAL_ELEMENTS:
         # int64 chunk numbers throughout: literal ones would compile _chunk a second time
         chunk((x, o, oi, of, common, entries, prog, pattrs, fctl, sides, np.int64(0),

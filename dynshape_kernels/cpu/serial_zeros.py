@@ -12,18 +12,10 @@ from numba import njit
 
 
 @njit(cache=True)
-def zeros_int64(n):
-    """``np.zeros(n, np.int64)``, zeroed by the calling thread."""
-    a = np.empty(n, np.int64)
-    for i in range(n):
-        a[i] = 0
-    return a
-
-
-@njit(cache=True)
-def zeros_uint8(n):
-    """``np.zeros(n, np.uint8)``, zeroed by the calling thread."""
-    a = np.empty(n, np.uint8)
+def zeros(n, dtype):
+    """``np.zeros(n, dtype)`` (``dtype`` a NumPy scalar type: ``np.int64``), zeroed by the
+    calling thread."""
+    a = np.empty(n, dtype)
     for i in range(n):
         a[i] = 0
     return a

@@ -29,7 +29,7 @@ def test_driver_bodies_fill_no_array(family):
 
 
 @pytest.mark.parametrize("n", [0, 1, 17])
-def test_serial_zeros_are_zeros(n):
-    for f, dt in ((serial_zeros.zeros_int64, np.int64), (serial_zeros.zeros_uint8, np.uint8)):
-        a = f(n)
-        assert a.dtype == dt and a.shape == (n,) and not a.any()
+@pytest.mark.parametrize("dtype", [np.int64, np.uint8, np.float64])
+def test_serial_zeros_are_zeros(n, dtype):
+    a = serial_zeros.zeros(n, dtype)
+    assert a.dtype == dtype and a.shape == (n,) and not a.any()
