@@ -216,8 +216,9 @@ def test_signature_separates_what_a_replay_depends_on():
     assert sig("where", (x, y, [1]), None, {}) is None
 
 
-def test_replays_compile_nothing():
-    call, _, make = CASES["binary"]
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_replays_compile_nothing(family):
+    call, _, make = CASES[family]
     call(*make())
     with testing.count_compilations() as c:
         for _ in range(5):
