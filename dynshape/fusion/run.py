@@ -95,26 +95,10 @@ class Fused:
 
     # ---- calls ---------------------------------------------------------------------------
     def __call__(self, x, *sides, out=None, **named):
-        if self.lead is not None:
-            if not sides:
-                ab = "x, w" if self.lead.op == "conv2d" else "a, b"
-                raise ArgumentError(f"{self!r} starts with {self.lead.op}: call it as "
-                                    f"f({ab}, *sides, **sides)")
-            arrays = (x, *sides, *named.values())
-            sig = replay.signature((self, tuple(named)), arrays, out, None)
-            if sig is not None:
-                result = REPLAY.run(sig, arrays, out)
-                if result is not None:
-                    return result
-            elif _on_device(arrays, out):
-                from dynshape.cuda.call import run_fused_device
-                return run_fused_device(self, x, sides, named, out)
-            ran = []
-            result = _execute_lead(self, x, sides[0], sides[1:], named, out, ran)
-            if sig is not None and ran:
-                spec, launch = ran[0]
-                REPLAY.record(sig, executor_of(spec.executor), launch, arrays, out)
-            return result
+        if self.lead is not None and not sides:
+            ab = "x, w" if self.lead.op == "conv2d" else "a, b"
+            raise ArgumentError(f"{self!r} starts with {self.lead.op}: call it as "
+                                f"f({ab}, *sides, **sides)")
         arrays = (x, *sides, *named.values())
         sig = replay.signature((self, tuple(named)), arrays, out, None)
         if sig is None and _on_device(arrays, out):
@@ -125,9 +109,14 @@ class Fused:
             if result is not None:
                 return result
         ran = []
-        result = _execute(self, x, sides, named, out, explain=False, ran=ran)
+        if self.lead is None:
+            result = _execute(self, x, sides, named, out, explain=False, ran=ran)
+            executor = FUSED
+        else:
+            result = _execute_lead(self, x, sides[0], sides[1:], named, out, ran)
+            executor = executor_of(ops.get(self.lead.op).executor)
         if sig is not None and ran:
-            REPLAY.record(sig, FUSED, ran[0], arrays, out)
+            REPLAY.record(sig, executor, ran[0], arrays, out)
         return result
 
     run = __call__
@@ -283,9 +272,9 @@ def _execute_lead(fused, a, b, sides, named, out, ran=None):
     """The leading matmul / gemm / conv2d of ``a``, ``b`` with the chain as the epilogue
     program of its driver: the steps run on every output tile before it is stored
     (dynshape_kernels/cpu/gemm.py and dynshape_kernels/cpu/conv_epilogue.py call
-    steps.apply_steps_as, in the output's format). ``ran`` (a list) receives the op spec
-    and the launch run, for a replay (``launch.extra["side_sources"]``: the arrays whose
-    memory the program's sides read)."""
+    steps.apply_steps_as, in the output's format). ``ran`` (a list) receives the launch
+    run, for a replay (``launch.extra["side_sources"]``: the arrays whose memory the
+    program's sides read)."""
     lead = fused.lead
     bound = dict(zip(fused.side_names, _bind_sides(fused, sides, named)))
     spec = ops.get(lead.op)
@@ -325,7 +314,7 @@ def _execute_lead(fused, a, b, sides, named, out, ran=None):
         launch.extra["side_sources"] = used
     result = dispatcher.run_launch(spec, launch)
     if ran is not None:
-        ran.append((spec, launch))
+        ran.append(launch)
     return result
 
 

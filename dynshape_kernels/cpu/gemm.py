@@ -122,11 +122,8 @@ def _epilogue(ws_c, ldc, mv, nv, c_buf, c_off, c_rs, c_cs, alpha, beta,
         # the tile's rows and the accumulators between them (scratch) as one run when the
         # program reads no side input by position: one call per step, not per row and step
         span = scratch_span(prog, ldc, mv, nv)
-        if span > 0:
-            apply_steps_as(c_buf, prog, pattrs, ws_c, 0, span, np.int64(1), span, m0, n0, bt,
-                           sides, sgeo)
-        else:
-            apply_steps_as(c_buf, prog, pattrs, ws_c, 0, ldc, mv, nv, m0, n0, bt, sides, sgeo)
+        ld, rows, cols = (span, np.int64(1), span) if span > 0 else (ldc, mv, nv)
+        apply_steps_as(c_buf, prog, pattrs, ws_c, 0, ld, rows, cols, m0, n0, bt, sides, sgeo)
     for i in range(mv):
         w = i * ldc
         co = c_off + i * c_rs
