@@ -3,20 +3,16 @@ from numba import njit
 
 
 def make_tile_geometry(tiles):
-    """``tile_geometry(slot) -> (T0, T1, w)`` for a family's four tile slots.
+    """``tile_geometry(slot) -> (T0, T1, w)`` for a family's tile slots (any number).
 
     The shapes are closure constants, so each family's lookup is compiled (and cached) with
     its own values and folds to constants inside the drivers.
     """
-    (a0, a1, aw), (b0, b1, bw), (c0, c1, cw), (d0, d1, dw) = tiles
+    t0s = tuple(int(t[0]) for t in tiles)
+    t1s = tuple(int(t[1]) for t in tiles)
+    ws = tuple(int(t[2]) for t in tiles)
 
     @njit(cache=True)
     def tile_geometry(slot):
-        if slot == 0:
-            return a0, a1, aw
-        elif slot == 1:
-            return b0, b1, bw
-        elif slot == 2:
-            return c0, c1, cw
-        return d0, d1, dw
+        return t0s[slot], t1s[slot], ws[slot]
     return tile_geometry
