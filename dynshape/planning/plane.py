@@ -23,10 +23,17 @@ import numpy as np
 from numba import njit
 from dynshape_kernels.abi.common_area import (E_ANCH0, E_ANCH1, E_KID, E_MODE0, E_MODE1, E_NCOL,
                                           E_OFF0, E_OFF1)
+from dynshape_kernels.abi.storage import carrier
 from dynshape_kernels.abi.tail_mode import (ANCHOR_END, ANCHOR_START, DISCARD, OVERLAP,
                                         VARIABLE_FULL, VARIABLE_PARTIAL)
 
 from dynshape.planning import cost_model
+
+#: the largest 2-D tile, in bytes, a table may use: the drivers allocate a scratch tile per
+#: 2-D work item, and a float64 128 x 128 one (128 KiB, glibc's default mmap threshold) made
+#: a 600 x 601 transposed add 18% slower than 64 x 64 tiles (138-141 -> 164-171 us, 2
+#: threads), where float32's 64 KiB one is no slower
+SCRATCH_BYTES = 64 * 1024
 
 
 @dataclass
@@ -134,7 +141,9 @@ class Tiling:
         self.strided = strided        # some operand walks columns with a non-unit stride
         self.modes = modes            # allowed tail modes
         self.repeats = repeats        # an input repeats one row, or one value per row
-        self.slots = {(t0, t1): (s, w) for s, (t0, t1, w) in enumerate(self.fam.tiles)}
+        size = np.dtype(carrier(dtype)).itemsize
+        self.slots = {(t0, t1): (s, w) for s, (t0, t1, w) in enumerate(self.fam.tiles)
+                      if t0 == 1 or t0 * t1 * size <= SCRATCH_BYTES}
 
     def kernel_ids(self, t0, tiles1):
         ids = np.empty(len(tiles1), dtype=np.int64)

@@ -1,13 +1,17 @@
 """The tile slots each family's static kernels are compiled for: ``(T0, T1, w)`` per slot,
 ``w`` the VARIABLE_PARTIAL window (0: none). Part of the catalog (kernel ids)."""
 
-#: unary, binary and copy: three row tiles and a square tile for transposed access (64x64:
-#: a transposed operand's pages and cache lines are each read 256 bytes at a time)
-ELEMENTWISE_TILES = ((1, 512, 32), (1, 4096, 64), (1, 16384, 64), (64, 64, 8))
+#: unary, binary and copy: three row tiles and two square tiles for transposed access. A
+#: 128x128 tile reads a transposed operand's rows 512 bytes at a time (float32: 3187 x 9431
+#: transposed add 26.7-28.8 -> 21.6-22.5 ms, copy 16.5-17.9 -> 14.7-16.3 against 64x64
+#: tiles, 2 threads); 64x64 ones keep planes of a few 128x128 tiles balanced over the
+#: threads (the optimizer chooses; the simplified table takes the 128x128 one)
+ELEMENTWISE_TILES = ((1, 512, 32), (1, 4096, 64), (1, 16384, 64), (64, 64, 8), (128, 128, 8))
 
 
 def square_tile(tiles=ELEMENTWISE_TILES):
-    """(T0, T1) of the slot with the most rows: the elementwise 2-D tile."""
+    """(T0, T1) of the slot with the most rows: the elementwise 2-D tile of simplified tables
+    (the optimizer may take a smaller square one)."""
     return max((t[:2] for t in tiles), key=lambda t: t[0])
 #: reductions: tiles of the kept plane; the reduced dimensions are walked inside
 REDUCE_TILES = ((1, 1, 0), (1, 32, 0), (1, 1024, 0), (8, 128, 0))

@@ -256,6 +256,6 @@ def test_items_hold_whole_rows_only_for_rows_in_one_row_tiles():
     assert tiles_per_row(common, _wide_table(1, 512 * 70)) == 1
     assert tiles_per_row(common, _wide_table(1, 512 * 20)) == 1      # one row, no second
     tall = _wide_table(6, 1300)
-    tall[:, 0] = CATALOG.kernel_id("binary", "add", "float32", 3)    # a 64x64 tile
+    tall[:, 0] = CATALOG.kernel_id("binary", "add", "float32", 3)    # a square tile
     assert ELEMENTWISE_TILES[3][0] > 1
     assert tiles_per_row(common, tall) == 1

@@ -96,7 +96,7 @@ def test_binary_on_transposed_operands_over_ragged_tiles(layout, dtype):
     scratch tile): each op, over several tiles with ragged edges, against NumPy, and
     nothing written outside the output."""
     rng = np.random.default_rng(7)
-    m, n = 131, 203                  # 3 x 4 tiles of 64 x 64 with ragged edges
+    m, n = 131, 203                  # several square tiles, ragged edges
 
     def draw(shape):
         return (rng.standard_normal(shape) * 4 + 1).astype(dtype)

@@ -178,8 +178,11 @@ def test_cost_model_prices_a_variable_full_tail_lowest(t0, T, strided):
 
 
 # (a square plane of rows that fit one row tile no longer takes OVERLAP square tiles: its
-# one-row tiles run together and cost less, see test_rows_that_fit_one_row_tile...)
-@pytest.mark.parametrize("mode,shape,strided", [(DISCARD, (1, 4100), False),
+# one-row tiles run together and cost less, see test_rows_that_fit_one_row_tile...; and a
+# DISCARD tail of a short unit-stride row is dealt to a thread of its own by the drivers'
+# contiguous split, where the simplified variable tail costs less, see DEALT_ITEMS)
+@pytest.mark.parametrize("mode,shape,strided", [(DISCARD, (1, 4100), True),
+                                                (DISCARD, (1, 1_000_000), False),
                                                 (OVERLAP, (1, 1000), False),
                                                 (OVERLAP, (1, 5000), True)])
 def test_discard_and_overlap_are_chosen_when_variable_full_tails_are_not_allowed(mode, shape,
@@ -221,17 +224,67 @@ def _tile_heights(table):
     return {fam.tiles[(int(k) - base) % len(fam.tiles)][0] for k in np.unique(table.entries[:, 0])}
 
 
-@pytest.mark.parametrize("m,n", [(20000, 77), (5000, 200), (3000, 300), (10000, 128)])
+@pytest.mark.parametrize("m,n", [(5000, 200), (3000, 300), (2000, 1000)])
 def test_rows_that_fit_one_row_tile_are_tiled_by_rows(m, n):
     """Unit-stride rows that each fit one row tile run together in the drivers: the entries
     that continue each other row by row are one switch call (``elementwise._run_length``),
     and the cost model prices such an entry at ``run_entry_ns``, not a work item's decoding.
-    The optimizer then keeps one-row tiles over the square tile, which cuts every row into
-    64-column pieces and a tail piece (add of a bias row, 2 threads, one-row tiles against
-    the square tile's: 20000 x 77 90-96 us against 162-209, 3000 x 300 48 against 72-74)."""
+    For rows wider than the square tile the optimizer then keeps one-row tiles over the
+    square tile, which cuts every row into pieces of its width and a tail piece (add of a
+    bias row, 2 threads, one-row tiles against the 64 x 64 square tile's: 20000 x 77 90-96
+    us against 162-209, 3000 x 300 48 against 72-74)."""
+    assert n > _SQUARE[1]
     opt = _tables(m, n)[1]
     assert _tile_heights(opt) == {1}, opt.description
     testing.check_coverage(opt, (m, n))
+
+
+@pytest.mark.parametrize("m,n", [(20000, 77), (10000, 128), (2000, 100)])
+def test_rows_no_wider_than_the_square_tile_take_it(m, n):
+    """Rows no wider than the square tile fit one of its columns whole, so one entry covers
+    128 rows and cuts none; the optimizer takes it over one-row tiles. Measured, 2 threads,
+    float32 into ``out=``, one-row tiles (simplified policy) against the square tile
+    (optimized policy) in alternating rounds, on a view ``x[:, :n]`` of rows 3 wider:
+    20000 x 77 relu 203-213 us against 178-192, add 217-237 against 186-191; 10000 x 128
+    relu 145-150 against 125-138; 2000 x 100 add 39-48 against 34-36."""
+    assert n <= _SQUARE[1]
+    opt = _tables(m, n)[1]
+    assert _tile_heights(opt) == {_SQUARE[0]}, opt.description
+    testing.check_coverage(opt, (m, n))
+
+
+def test_few_work_items_are_priced_as_the_plane_drivers_deal_them():
+    """Up to ``DEALT_ITEMS`` work items the model follows the drivers' contiguous split (one
+    chunk per thread) instead of the balanced bound. A 300 x 301 transposed plane then takes
+    64 x 64 tiles (25 entries): in 128 x 128 tiles (3 x 3 entries) the first thread takes
+    four full tiles and an edge (float64 add, 2 threads: 59-64 us against 43-52). A large
+    plane takes the 128 x 128 tiles (3187 x 9431 float32 add: 21.6-22.5 ms against
+    26.7-28.8 for 64 x 64 tiles)."""
+    from dynshape.planning import cost_model
+    cm = cost_model.CostModel(threads=2)
+    costs = np.array([4.0, 4.0, 1.0, 4.0, 4.0, 1.0, 1.0, 1.0, 1.0])
+    assert cm.makespan(costs, 1) == 13.0                 # items 0-3 | items 4-8
+    many = np.ones(cost_model.DEALT_ITEMS + 1)
+    assert cm.makespan(many, 1) == many.sum() / 2        # the bound
+    assert _tile_heights(_tables(300, 301, strided=True)[1]) == {64}
+    assert _tile_heights(_tables(3187, 9431, strided=True)[1]) == {128}
+
+
+def test_two_d_tiles_keep_their_scratch_tile_within_scratch_bytes():
+    """A 2-D work item runs through a scratch tile the drivers allocate per item: float64
+    tables leave out the 128 x 128 tile (128 KiB) and take 64 x 64 ones, float32 and the
+    half formats keep both."""
+    from dynshape.planning.plane import SCRATCH_BYTES
+    fam = CATALOG.families["binary"]
+    shape = (3187, 9431)
+    bk = (bucket(shape[0], fam.quanta[0]), bucket(shape[1], fam.quanta[1], 8))
+    heights = {}
+    for dtype, size in (("float32", 4), ("float64", 8), ("bfloat16", 2), ("int64", 8)):
+        t = Tiling(CATALOG, "binary", "add", dtype, bk, shape, 1, True, frozenset(TailMode))
+        assert all(t0 == 1 or t0 * t1 * size <= SCRATCH_BYTES for t0, t1 in t.slots)
+        assert (128, 128) in t.slots or size > 4
+        heights[dtype] = t.default_tile()[0]
+    assert heights == {"float32": 128, "float64": 64, "bfloat16": 128, "int64": 64}
 
 
 def test_a_run_of_one_row_entries_is_priced_per_entry_by_its_run():

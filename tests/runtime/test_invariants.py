@@ -81,11 +81,13 @@ class _PythonWork:
 
 
 def test_python_work_per_call_does_not_grow_with_tiles(fresh_cache, driver_calls):
-    """A 10-tile and a 2,500-tile call (64x64 tiles of a transposed copy) enter the compiled
+    """A 10-tile and a 2,500-tile call (square tiles of a transposed copy) enter the compiled
     driver once each and run the same Python lines."""
+    from dynshape_kernels.abi.tiles import square_tile
+    t0, t1 = square_tile()
     dynshape.set_policy("simplified")
-    small = np.ones((320, 128), np.float32).T         # 2 x 5 tiles
-    big = np.ones((6400, 1600), np.float32).T         # 25 x 100 tiles
+    small = np.ones((5 * t1, 2 * t0), np.float32).T       # 2 x 5 tiles
+    big = np.ones((100 * t1, 25 * t0), np.float32).T      # 25 x 100 tiles
     assert len(dynshape.explain("copy", small)) == 10
     assert len(dynshape.explain("copy", big)) >= 2_500    # bucket-wide: a few empty tiles
     work = []
