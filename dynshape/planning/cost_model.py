@@ -17,8 +17,8 @@ import numpy as np
 SHORT_ROW = 256
 #: up to this many work items the plane drivers' makespan follows their contiguous split:
 #: the bound saw 128 x 128 tiles of a 300 x 301 transposed add (3 x 3 entries: four full,
-#: four edges, a corner) as balanced, where the first thread takes five of the nine items
-#: (float64, 2 threads: 59-64 us against 43-52 for 64 x 64 tiles)
+#: four edges, a corner) as balanced, where the first thread takes four full tiles and an
+#: edge (float32, 2 threads, in one process: 42-43 us against 36-38 for 64 x 64 tiles)
 DEALT_ITEMS = 256
 
 

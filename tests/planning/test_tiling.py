@@ -257,7 +257,7 @@ def test_few_work_items_are_priced_as_the_plane_drivers_deal_them():
     """Up to ``DEALT_ITEMS`` work items the model follows the drivers' contiguous split (one
     chunk per thread) instead of the balanced bound. A 300 x 301 transposed plane then takes
     64 x 64 tiles (25 entries): in 128 x 128 tiles (3 x 3 entries) the first thread takes
-    four full tiles and an edge (float64 add, 2 threads: 59-64 us against 43-52). A large
+    four full tiles and an edge (float32 add, 2 threads: 42-43 us against 36-38). A large
     plane takes the 128 x 128 tiles (3187 x 9431 float32 add: 21.6-22.5 ms against
     26.7-28.8 for 64 x 64 tiles)."""
     from dynshape.planning import cost_model
