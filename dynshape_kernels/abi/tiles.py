@@ -45,6 +45,12 @@ MATMUL_DOT_SLOT = 4
 #: the slot whose tiles read A and B in place (no packing) when B is row-contiguous and
 #: neither operand is half precision: the small/medium tiles of batched small GEMMs
 MATMUL_INPLACE_SLOT = 1
+#: the in-place slot's tiles with a k-contiguous A compute a panel's last columns past its
+#: whole vectors, when there are at most this many, as dot products of A's rows with B's
+#: columns instead of one more masked vector (``cpu.gemm_operands._dot_cols``), when the K
+#: block is at least MATMUL_DOT_TAIL_MIN_K vectors long
+MATMUL_DOT_TAIL = 2
+MATMUL_DOT_TAIL_MIN_K = 2
 #: the slot whose micro-kernel reads a k-contiguous A from its rows (B still packed) instead
 #: of packing A into micro-panels, for operands that are not half precision
 MATMUL_A_ROWS_SLOT = 0

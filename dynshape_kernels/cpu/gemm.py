@@ -270,11 +270,11 @@ def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf,
         acc = 1 if kb > 0 else 0
         if direct_c:
             _inplace_tile(kc, a_buf, a0 + pc * a_cs, a_rs, a_cs, mv, b_buf, b0 + pc * b_rs,
-                          b_rs, nv, c_buf, c0, c_rs, acc)
+                          b_rs, nv, c_buf, c0, c_rs, acc, ws_a)
             continue
         if inplace:
             _inplace_tile(kc, a_buf, a0 + pc * a_cs, a_rs, a_cs, mv, b_buf, b0 + pc * b_rs,
-                          b_rs, nv, ws_c, np.int64(0), ldc, acc)
+                          b_rs, nv, ws_c, np.int64(0), ldc, acc, ws_a)
             continue
         pbo = kb * KC * NC if reuse else 0
         if not a_rows:

@@ -45,14 +45,21 @@ def _b(rng, K, N, dt, layout, nb):
 @example(nb=2, M=17, N=33, K=64, dt=np.float32, la="c", lb="c", seed=0)
 @example(nb=1, M=13, N=49, K=300, dt=np.float32, la="t", lb="rev", seed=1)
 @example(nb=1, M=48, N=192, K=520, dt=np.float64, la="c", lb="c", seed=2)
+# one or two columns past whole vectors: dot products (DOT_TAIL), K in one and in three blocks
+@example(nb=2, M=13, N=34, K=96, dt=np.float32, la="rows", lb="rows", seed=3)
+@example(nb=1, M=7, N=17, K=520, dt=np.float64, la="c", lb="rev", seed=4)
+@example(nb=1, M=5, N=66, K=31, dt=np.float32, la="c", lb="c", seed=5)     # K too short: masked
+@example(nb=1, M=5, N=18, K=40, dt=np.float32, la="t", lb="c", seed=6)     # A not k-contiguous
 @given(nb=st.integers(1, 3), M=st.integers(1, 60),
        N=st.one_of(st.integers(1, 200), st.sampled_from([1, 15, 16, 17, 31, 32, 33, 47, 48, 49])),
        K=st.one_of(st.integers(1, 80), st.integers(250, 530)),
        dt=st.sampled_from([np.float32, np.float64]), la=st.sampled_from(["c", "t", "neg", "rows"]),
        lb=st.sampled_from(["c", "rev", "rows"]), seed=st.integers(0, 2**31))
 def test_inplace_slot_matches_numpy(nb, M, N, K, dt, la, lb, seed):
-    """Every M tail (rows mod 6), N tail (1, 2 and 3 vectors, any lane count), K in one and in
-    several blocks (accumulating), and the output written only inside its frame."""
+    """Every M tail (rows mod 6), N tail (1, 2 and 3 vectors, any lane count; one or two
+    columns past whole vectors as dot products when A is k-contiguous and the K block long
+    enough), K in one and in several blocks (accumulating), and the output written only
+    inside its frame."""
     rng = np.random.default_rng(seed)
     a = np.stack([_a(rng, M, K, dt, la) for _ in range(nb)])
     b = _b(rng, K, N, dt, lb, nb)
