@@ -11,7 +11,8 @@ from dynshape_kernels.abi.conv_table import (T_G, T_IH0, T_IW0, T_KID, T_M0, T_M
 from dynshape_kernels.abi.tiles import CONV_TILES
 from dynshape_kernels.abi.tiles import CONV_DIRECT_SLOT as DIRECT_SLOT
 from dynshape_kernels.abi.tiles import MATMUL_SLOTS_F32 as SLOTS_F32
-from dynshape_kernels.abi.tiles import MATMUL_SLOTS_F64 as SLOTS_F64
+from dynshape_kernels.abi.tiles import (CONV_WINDOW_TILES, MATMUL_SLOTS_F64 as SLOTS_F64,
+                                        conv_window_tile)
 from dynshape_kernels.catalog import CATALOG
 
 from dynshape.planning.makespan import makespan
@@ -32,15 +33,16 @@ TILE_COST = 4000.0        # per tile (workspace set-up, A packing start, loop ov
 DIRECT_FMA_COST = 3.0     # per FMA of the direct kernel (acc load/store per tap)
 DIRECT_TAP_COST = 24.0    # per tap and output row of the direct kernel (range, loop set-up)
 # tiles that read their input window in place (unit horizontal stride, not half precision;
-# ``conv_inplace``): no packing, per tile row and segment of up to 4 vectors one mask per K
-# row, per tile little set-up; positions are padded to whole vectors per segment
+# ``conv_inplace``): no packing, per tile row and segment of up to 4 or 3 vectors (the
+# register tile's, ``abi.tiles.CONV_WINDOW_TILES``) one mask per K row, per tile little
+# set-up; channels are padded to the register tile's rows, positions to whole vectors per
+# segment
 SEGMENT_COST = 2.0        # per K row and segment (its mask and offset loads)
 # per K row, segment and block of MR channels: the micro-kernel's broadcasts of the weights
 # and its loop, paid again by every segment: 64->64 3x3 on 57x61, 2 threads, 6x64 tiles (one
 # 4-vector segment per row) 625-658 us against 15x32 tiles (two 2-vector segments) 656-660
 STEP_COST = 24.0
 WINDOW_TILE_COST = 500.0  # per tile (offset table, loop set-up)
-SEGMENT_VECTORS = 4       # vectors per segment
 COPY_COST = 32.0          # per element of a strided conv's phase-split input copy (once per call)
 # below this total model cost (about 20 us of work) a table runs on the calling thread:
 # waking the thread pool costs more than it saves
@@ -89,15 +91,20 @@ def _tile_cost(slot, dtype, K, mv, vh, vw, window=False, flat=False):
         return (DIRECT_FMA_COST * mv * K * pos + DIRECT_TAP_COST * mv * vh * K
                 + STORE_COST * mv * pos + TILE_COST / 4)
     mr, nr, _ = _ukernel(dtype, slot)
-    mp = -(-mv // mr) * mr
     if window:
+        # the register tile the kernels pick (abi.tiles.CONV_WINDOW_TILES)
         lanes = 16 if dtype == "float32" else 8
-        seg = SEGMENT_VECTORS * lanes
+        (m6, v6), (m8, v8) = CONV_WINDOW_TILES
+        eight = conv_window_tile(mv, lanes) == 1
+        mr = np.where(eight, m8, m6)
+        mp = -(-mv // mr) * mr
+        seg = np.where(eight, v8, v6) * lanes
         nseg = np.where(flat, -(-pos // seg), vh * -(-vw // seg))
         padded = np.where(flat, pos // seg * seg + -(-(pos % seg) // lanes) * lanes,
                           vh * (vw // seg * seg + -(-(vw % seg) // lanes) * lanes))
         return (mp * K * padded + (SEGMENT_COST + STEP_COST * (mp // mr)) * K * nseg
                 + STORE_COST * mv * pos + WINDOW_TILE_COST)
+    mp = -(-mv // mr) * mr
     pp = -(-pos // nr) * nr
     return (mp * K * pp + PACK_COST * K * pos + ROW_COST * K * vh + STORE_COST * mv * pos
             + TILE_COST)

@@ -76,6 +76,9 @@ class ConvTable(ParamTable):
         (n0, n1), (h0, h1), (w0, w1) = self.bucket
         kinds = {0: "implicit GEMM 6x4 vectors", 1: "implicit GEMM 6x3 vectors",
                  DIRECT_SLOT: "direct, vectorized along the output width"}
+        if self.target == "cpu" and str(self.dtype) in ("float32", "float64"):
+            kinds[0] = kinds[1] = ("implicit GEMM 6x1-4 or 8x1-3 vectors (by channels), "
+                                   "window read in place")
         lines = [f"conv2d table {self.dtype} {self.target} (catalog {self.catalog_hash}), "
                  f"{len(self)} entries, {self.nthreads} threads, model cost {self.cost:.3g}",
                  f"  bucket: N {n0 + 1}..{n1}, OH {h0 + 1}..{h1}, OW {w0 + 1}..{w1}; built for "

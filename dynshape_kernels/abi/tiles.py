@@ -23,6 +23,25 @@ POOL_TILES = ((16, 32, 0), (8, 64, 0), (4, 128, 0), (2, 256, 0))
 #: (depthwise) kernel
 CONV_TILES = ((192, 512, 0), (48, 192, 0), (8, 2048, 0))
 CONV_DIRECT_SLOT = 2
+#: the register tiles of the conv tiles that read their window in place (``cpu.conv_inplace``):
+#: (output channels, vectors of output positions), 24 accumulators each. A float32 tile of
+#: ``mv`` channels takes the 8-row one when it pads fewer channels (:func:`conv_window_tile`):
+#: 8 rows divide the usual channel counts (64, 128, ...) where 6 left 4 padded rows in every
+#: 64 (2 threads, 64 -> 64 3x3 on 57x61: 1374-1376 -> 1303-1308 us; 128 -> 128 on 28x28,
+#: 256 -> 256 on 14x14, 512 -> 512 on 7x7, 64 -> 128 3x3/2 on 56x56: 3-7% faster). With no
+#: fewer padded rows, and for float64 (8 lanes: segments of 24 positions, as often slower as
+#: faster), the 6-row one, whose segments of 4 vectors pay the per-segment mask and loop
+#: set-up over more positions (16 -> 24 channels 5x5 on 100x100 was 10% slower in 3-vector
+#: segments).
+CONV_WINDOW_TILES = ((6, 4), (8, 3))
+
+
+def conv_window_tile(mv, lanes):
+    """Index into CONV_WINDOW_TILES of the register tile for a conv tile of ``mv`` output
+    channels in vectors of ``lanes``: 1 (8 rows) when the vectors hold 16 lanes (float32) and
+    8 rows pad fewer channel rows than 6 rows do, else 0. Integers or NumPy arrays of them
+    (the planner prices arrays of tiles); compiled as it is by the kernels."""
+    return ((lanes == 16) & (-(-mv // 8) * 8 < -(-mv // 6) * 6)) * 1
 
 #: matmul micro-kernel slots per dtype: (MR, NR, MC, NC, KC)
 MATMUL_SLOTS_F32 = (

@@ -8,7 +8,8 @@ group, output positions), see ``CONV_TILES``:
   - window tiles (float32 and float64): the weights and the input window read where they
     lie, in x itself (unit horizontal stride) or in a copy of x split into phases by the
     strides, made once per call, by the window form of the in-place micro-kernels (6 rows
-    x 1-4 vectors, masked loads for the padding), see ``conv_inplace``; a plain product
+    x 1-4 vectors or 8 rows x 1-3, ``abi.tiles.CONV_WINDOW_TILES``, masked loads for the
+    padding), see ``conv_inplace``; a plain product
     (no bias, residual, activation or step program) is stored straight into y.
   - packed tiles (half precision, widened to float32 as it is packed; compiled only for
     the half-precision drivers): the

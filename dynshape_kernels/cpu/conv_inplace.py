@@ -21,12 +21,14 @@ one output row further is one phase row further -- made once per call, in parall
 phases some tap reads only (a 1x1/2 conv copies a quarter of x): never more than the packed
 path copies, which packs the same window elements again for every tile and channel block.
 
-A tile runs in segments of up to 4 vectors (64 float32 or 32 float64 positions): across
-rows when one output row further is exactly ``vw`` elements further in the source and in
-the destination (a tile as wide as the output of a "same"-padded conv: 7x7 outputs fill 49
-of 64 lanes instead of 7 of 16 per row), else within each row. Per segment every K block
-(``KC`` rows) runs over the tile's channel blocks of 6, so the block's input rows stay in
-cache across them. Products land in the tile's accumulator rows for the shared epilogue, or
+The register tile is 6 channels x up to 4 vectors, or for float32 8 channels x up to 3
+vectors when that pads fewer channels (``abi.tiles.conv_window_tile``: 64 channels are 8
+blocks of 8, not 11 of 6). A tile runs in segments of up to that many vectors (4: 64 float32 or 32 float64
+positions; 3: 48 or 24): across rows when one output row further is exactly ``vw`` elements
+further in the source and in the destination (a tile as wide as the output of a
+"same"-padded conv: 7x7 outputs fill 49 of 64 lanes instead of 7 of 16 per row), else within
+each row. Per segment every K block (``KC`` rows) runs over the tile's channel blocks, so
+the block's input rows stay in cache across them. Products land in the tile's accumulator rows for the shared epilogue, or
 straight in y when nothing follows the product (``conv.py``'s ``plain``).
 
 Half-precision inputs are never read in place (packing widens them to float32): the tile is
@@ -36,6 +38,7 @@ import numpy as np
 from numba import njit
 from numba.extending import overload
 
+from ..abi.tiles import CONV_WINDOW_TILES, conv_window_tile
 from ..abi.conv_table import (CV_C, CV_N, CV_CG, CV_DH, CV_DW, CV_H, CV_KH, CV_KW, CV_SH,
                               CV_SW, CV_W, CV_XOFF, CV_XSC, CV_XSH, CV_XSN, CV_XSW)
 from .conv_window import col_range
@@ -44,12 +47,14 @@ from .gemm_inplace import make_inplace_ukernel
 from .gemm_ukernel import load_at, store_at
 from .half import is_half, load
 
-#: rows of the window kernels' register tile (output channels per call)
-MR = 6
-_ukw1 = make_inplace_ukernel(MR, 1, window=True)
-_ukw2 = make_inplace_ukernel(MR, 2, window=True)
-_ukw3 = make_inplace_ukernel(MR, 3, window=True)
-_ukw4 = make_inplace_ukernel(MR, 4, window=True)
+#: the window kernels' register tiles (output channels per call x vectors), see
+#: ``abi.tiles.CONV_WINDOW_TILES``: 6 rows x 1-4 vectors and 8 rows x 1-3 vectors
+assert CONV_WINDOW_TILES == ((6, 4), (8, 3))
+_uk6 = tuple(make_inplace_ukernel(6, nv, window=True) for nv in (1, 2, 3, 4))
+_uk8 = tuple(make_inplace_ukernel(8, nv, window=True) for nv in (1, 2, 3))
+_ukw61, _ukw62, _ukw63, _ukw64 = _uk6
+_ukw81, _ukw82, _ukw83 = _uk8
+_window_tile_of = njit(inline="always")(conv_window_tile)
 
 
 #: ``window_mode``: pack (the packed path), read x in place, read a phase-split copy
@@ -271,7 +276,6 @@ def _window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff,
         return (lambda src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff, kmask,
                 cb, c0, ldc, crow: None)
     L = 512 // cb.dtype.bitwidth        # lanes of a vector
-    CH = 4 * L                          # positions of a segment
 
     def impl(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff, kmask, cb, c0, ldc,
              crow):
@@ -300,6 +304,10 @@ def _window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff,
             kmask[cm + KW + kw] = lo
             kmask[cm + 2 * KW + kw] = hi
         xb = wgeo[WG_OFF] + n * wgeo[WG_SN] + g * Cg * wgeo[WG_SC] + (ih0 // fh) * rs + iw0 // fw
+        # the register tile (abi.tiles.CONV_WINDOW_TILES) and the segment length, CH positions
+        eight = _window_tile_of(mv, L) == 1
+        MR = 8 if eight else 6
+        CH = (3 if eight else 4) * L
         mpan = (mv + MR - 1) // MR
         nkb = (K + KC - 1) // KC
         # segments of up to CH positions: across rows when one output row further is vw
@@ -342,16 +350,26 @@ def _window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff,
                     rows = min(MR, mv - ir * MR)
                     ao = (mg + ir * MR) * K + k0
                     co = cq + ir * MR * ldc
-                    if ncols > 3 * L:
-                        _ukw4(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols, cb,
-                              co, ldc, acc)
+                    if eight:
+                        if ncols > 2 * L:
+                            _ukw83(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols,
+                                   cb, co, ldc, acc)
+                        elif ncols > L:
+                            _ukw82(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols,
+                                   cb, co, ldc, acc)
+                        else:
+                            _ukw81(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols,
+                                   cb, co, ldc, acc)
+                    elif ncols > 3 * L:
+                        _ukw64(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols, cb,
+                               co, ldc, acc)
                     elif ncols > 2 * L:
-                        _ukw3(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols, cb,
-                              co, ldc, acc)
+                        _ukw63(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols, cb,
+                               co, ldc, acc)
                     elif ncols > L:
-                        _ukw2(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols, cb,
-                              co, ldc, acc)
+                        _ukw62(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols, cb,
+                               co, ldc, acc)
                     else:
-                        _ukw1(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols, cb,
-                              co, ldc, acc)
+                        _ukw61(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols, cb,
+                               co, ldc, acc)
     return impl

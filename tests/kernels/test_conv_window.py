@@ -77,6 +77,8 @@ def window_cases(draw):
                False), seed=4)       # the even column phase alone, split a vector at a time
 @example(case=(np.float64, 2, 1, 3, 9, 1, 1, (2, 2), (1, 1), 6, 70, (0, 1, 0, 0), "c",
                True), seed=5)        # the odd column phase alone
+@example(case=(np.float32, 1, 1, 5, 15, 3, 3, (1, 1), (1, 1), 9, 33, (1, 0, 1, 2), "framed",
+               True), seed=6)        # the 8-row register tile, a 7-row tail, rows in segments
 @given(case=window_cases(), seed=st.integers(0, 2**31))
 def test_window_tiles_match_the_reference(case, seed):
     """Both window modes (in place; a phase-split copy, of the phases the taps read, for any
@@ -104,6 +106,23 @@ def test_window_tiles_match_the_reference(case, seed):
     inner = np.zeros(frame.shape, bool)
     inner[:, 1:-1, 1:-1, 1:-2] = True
     assert np.isnan(frame[~inner]).all(), "written outside the output"
+
+
+@pytest.mark.parametrize("mv, lanes, tile", [
+    (64, 16, 1), (128, 16, 1), (16, 16, 1), (15, 16, 1), (32, 16, 1),   # 8 rows pad fewer
+    (24, 16, 0), (48, 16, 0), (20, 16, 0), (6, 16, 0), (1, 16, 0),      # no fewer: 6 rows
+    (64, 8, 0), (16, 8, 0)])                                            # float64: 6 rows
+def test_window_register_tile_pads_the_fewest_channels(mv, lanes, tile):
+    """The kernels and the planner take the same register tile: 8 x 3 vectors for float32
+    tiles whose channels it pads less than 6 x 4 does, else 6 x 4 (scalars and arrays)."""
+    from dynshape_kernels.abi.tiles import CONV_WINDOW_TILES, conv_window_tile
+    assert conv_window_tile(mv, lanes) == tile
+    assert njit(conv_window_tile)(mv, lanes) == tile
+    assert conv_window_tile(np.array([mv, mv]), lanes).tolist() == [tile, tile]
+    rows = CONV_WINDOW_TILES[tile][0]
+    other = CONV_WINDOW_TILES[1 - tile][0]
+    if lanes == 16:
+        assert -(-mv // rows) * rows <= -(-mv // other) * other
 
 
 def test_lane_bits():
@@ -169,11 +188,13 @@ def test_flat_rows_and_the_tiles_they_favour():
     assert not planner.flat_rows(dict(sh=1, sw=1, W=28, OW=30))       # pads wider than k-1
     assert planner.flat_rows(dict(sh=2, sw=2, W=56, OW=28))           # ceil(56/2) == 28
     assert not planner.flat_rows(dict(sh=2, sw=1, W=56, OW=56))       # rows skip in place
-    flat = planner._tile_cost(0, "float32", 576, np.array([64]), np.array([7]),
-                              np.array([7]), True, np.array([True]))
-    rows = planner._tile_cost(0, "float32", 576, np.array([64]), np.array([7]),
-                              np.array([7]), True, np.array([False]))
-    assert flat[0] < rows[0] / 2          # 49 positions in 64 lanes, not 7 x 16
+    def cost(mv, flat):
+        return planner._tile_cost(0, "float32", 576, np.array([mv]), np.array([7]),
+                                  np.array([7]), True, np.array([flat]))[0]
+    # 49 positions in 64 lanes, not 7 x 16: one 4-vector segment (6-row register tile, 48
+    # channels), or a 3-vector and a 1-vector one (8-row register tile, 64 channels)
+    assert cost(48, True) < cost(48, False) / 2
+    assert cost(64, True) < cost(64, False) * 0.6
     t = dynshape.explain("conv2d", (1, 64, 14, 14), (128, 64, 3, 3), pads=1)
     assert {int(r[CT.T_VW]) for r in t.entries} == {14}
 
