@@ -75,6 +75,12 @@ from .address_link import Link
 from .borrowed import borrowed
 from .serial_zeros import zeros
 
+#: the threads' workspaces are one allocation made by the driver (on the calling thread), each
+#: thread's part a whole number of these bytes: a workspace each thread allocated itself lay,
+#: for a worker thread, in the first page of its own malloc arena, and depthwise 3x3 over 128
+#: channels of 113x115 (float32, 2 threads) then ran in 850-930 us or 520-550 us from process
+#: to process (1 thread: 870-900); placed so, 520-550 every time
+WS_PAGE = 4096
 #: dtypes of the conv driver (and of its per-thread function's link)
 DTYPES = CATALOG.families["conv"].dtypes
 
@@ -274,6 +280,7 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
             rows = max(rows, mp)
             gemm_tiles = True
     sc = max(sc, rows * ldc)
+    ws = _aligned_empty(nth * workspace_span(sa, sb, sc, proto), proto)
     if not gemm_tiles:      # direct tiles only (depthwise): no window, so no input copy
         mode = PACKED
     wgeo = zeros(np.int64(WG_SIZE), np.int64)   # (np.zeros: a parallel loop, see serial_zeros)
@@ -290,23 +297,42 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
                 phase_split(x, common, wgeo, xs, th * nrows // nth, (th + 1) * nrows // nth)
     if nth == 1:    # small problems (the planner's choice): no thread-pool launch
         thread_entries((np.int64(0), np.int64(1), x, w, b, res, y, common, entries, sa, sb,
-                        sc, ldc, code, a0, a1, prog, pattrs, sides, cgeo, mode, xs, wgeo))
+                        sc, ldc, code, a0, a1, prog, pattrs, sides, cgeo, mode, xs, wgeo, ws))
     else:
         for th in prange(nth):
             thread_entries((th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, code,
-                            a0, a1, prog, pattrs, sides, cgeo, mode, xs, wgeo))
+                            a0, a1, prog, pattrs, sides, cgeo, mode, xs, wgeo, ws))
+
+
+@njit(cache=True)
+def workspace_span(sa, sb, sc, proto):
+    """Elements of one thread's part of the workspace: its ``sa``, ``sb`` and ``sc`` element
+    buffers each 64-byte aligned, the part rounded up to whole pages (``WS_PAGE``)."""
+    line = 64 // proto.itemsize
+    page = WS_PAGE // proto.itemsize
+    n = _round_up(sa, line) + _round_up(sb, line) + _round_up(sc, line)
+    return _round_up(n, page)
+
+
+@njit(inline="always")
+def _round_up(n, m):
+    return (n + m - 1) // m * m
 
 
 @njit(cache=True, error_model="numpy")
 def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, code, a0, a1,
-                    prog, pattrs, sides, cgeo, mode, xs, wgeo):
+                    prog, pattrs, sides, cgeo, mode, xs, wgeo, ws):
     """Entries th, th + nth, ... (cyclic: clipped tail tiles spread over the threads), with
-    this thread's workspace; GEMM tiles reach their window by ``mode`` (``window_mode``):
-    x in place or its copy ``xs`` through ``wgeo``, or packed."""
-    proto = compute_empty(y, 0)
-    ws_a = _aligned_empty(sa, proto)
-    ws_b = _aligned_empty(sb, proto)
-    ws_c = _aligned_empty(sc, proto)
+    this thread's part of the workspace ``ws`` (``workspace_span`` elements each); GEMM
+    tiles reach their window by ``mode`` (``window_mode``): x in place or its copy ``xs``
+    through ``wgeo``, or packed."""
+    line = 64 // ws.itemsize
+    o = th * (ws.shape[0] // nth)
+    ob = o + _round_up(sa, line)
+    oc = ob + _round_up(sb, line)
+    ws_a = ws[o:o + sa]
+    ws_b = ws[ob:ob + sb]
+    ws_c = ws[oc:oc + sc]
     lgeo = np.zeros((MAX_SIDES, 4), np.int64)
     khw = common[CV_KH] * common[CV_KW]
     K = common[CV_CG] * khw
@@ -405,7 +431,7 @@ def thread_signature(dtype):
     return (i64, i64, ro, ro, ro, ro, rw, types.Array(types.int64, 1, "C", readonly=True), tab,
             i64, i64, i64, i64, i64, c, c, tab, types.Array(c, 1, "C", readonly=True),
             types.UniTuple(ro, MAX_SIDES), tab, i64, types.Array(c, 1, "C"),
-            types.Array(types.int64, 1, "C"))
+            types.Array(types.int64, 1, "C"), types.Array(c, 1, "C"))
 
 
 #: ``_thread_entries`` reached by address (``address_link``): the driver's prange body holds

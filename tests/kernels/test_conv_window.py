@@ -125,6 +125,20 @@ def test_window_register_tile_pads_the_fewest_channels(mv, lanes, tile):
         assert -(-mv // rows) * rows <= -(-mv // other) * other
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("sa, sb, sc", [(1, 1, 1), (1, 1952, 1708), (4609, 6144, 33), (1, 1, 4096)])
+def test_thread_workspaces_are_whole_pages_of_aligned_buffers(dt, sa, sb, sc):
+    """One allocation holds every thread's workspace: each thread's part is whole pages, and
+    its three buffers, 64-byte aligned, fit in it without overlapping."""
+    from dynshape_kernels.cpu import conv as C
+    proto = np.empty(0, dt)
+    span = C.workspace_span.py_func(sa, sb, sc, proto)
+    line = 64 // proto.itemsize
+    assert span * proto.itemsize % C.WS_PAGE == 0
+    ends = np.cumsum([-(-n // line) * line for n in (sa, sb, sc)])
+    assert ends[-1] <= span and ends[-1] + C.WS_PAGE // proto.itemsize > span
+
+
 def test_lane_bits():
     lane_bits = CI.lane_bits.py_func
     assert lane_bits(0, 0) == 0 and lane_bits(3, 3) == 0 and lane_bits(5, 2) == 0
