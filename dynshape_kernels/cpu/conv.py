@@ -79,7 +79,7 @@ from .serial_zeros import zeros
 #: thread's part a whole number of these bytes: a workspace each thread allocated itself lay,
 #: for a worker thread, in the first page of its own malloc arena, and depthwise 3x3 over 128
 #: channels of 113x115 (float32, 2 threads) then ran in 850-930 us or 520-550 us from process
-#: to process (1 thread: 870-900); placed so, 520-550 every time
+#: to process (1 thread: 870-900); placed so, 522-579 us in four processes out of four
 WS_PAGE = 4096
 #: dtypes of the conv driver (and of its per-thread function's link)
 DTYPES = CATALOG.families["conv"].dtypes

@@ -23,13 +23,14 @@ path copies, which packs the same window elements again for every tile and chann
 
 The register tile is 6 channels x up to 4 vectors, or for float32 8 channels x up to 3
 vectors when that pads fewer channels (``abi.tiles.conv_window_tile``: 64 channels are 8
-blocks of 8, not 11 of 6). A tile runs in segments of up to that many vectors (4: 64 float32 or 32 float64
-positions; 3: 48 or 24): across rows when one output row further is exactly ``vw`` elements
-further in the source and in the destination (a tile as wide as the output of a
-"same"-padded conv: 7x7 outputs fill 49 of 64 lanes instead of 7 of 16 per row), else within
-each row. Per segment every K block (``KC`` rows) runs over the tile's channel blocks, so
-the block's input rows stay in cache across them. Products land in the tile's accumulator rows for the shared epilogue, or
-straight in y when nothing follows the product (``conv.py``'s ``plain``).
+blocks of 8, not 11 of 6). A tile runs in segments of up to that many vectors (4: 64
+float32 or 32 float64 positions; 3: 48 float32): across rows when one output row further is
+exactly ``vw`` elements further in the source and in the destination (a tile as wide as the
+output of a "same"-padded conv: 7x7 outputs fill 49 of 64 lanes instead of 7 of 16 per
+row), else within each row. Per segment every K block (``KC`` rows) runs over the tile's
+channel blocks, so the block's input rows stay in cache across them. Products land in the
+tile's accumulator rows for the shared epilogue, or straight in y when nothing follows the
+product (``conv.py``'s ``plain``).
 
 Half-precision inputs are never read in place (packing widens them to float32): the tile is
 a no-op for them and the driver packs instead.
@@ -50,10 +51,8 @@ from .half import is_half, load
 #: the window kernels' register tiles (output channels per call x vectors), see
 #: ``abi.tiles.CONV_WINDOW_TILES``: 6 rows x 1-4 vectors and 8 rows x 1-3 vectors
 assert CONV_WINDOW_TILES == ((6, 4), (8, 3))
-_uk6 = tuple(make_inplace_ukernel(6, nv, window=True) for nv in (1, 2, 3, 4))
-_uk8 = tuple(make_inplace_ukernel(8, nv, window=True) for nv in (1, 2, 3))
-_ukw61, _ukw62, _ukw63, _ukw64 = _uk6
-_ukw81, _ukw82, _ukw83 = _uk8
+_ukw61, _ukw62, _ukw63, _ukw64 = (make_inplace_ukernel(6, nv, window=True) for nv in (1, 2, 3, 4))
+_ukw81, _ukw82, _ukw83 = (make_inplace_ukernel(8, nv, window=True) for nv in (1, 2, 3))
 _window_tile_of = njit(inline="always")(conv_window_tile)
 
 
