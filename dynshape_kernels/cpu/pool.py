@@ -37,7 +37,7 @@ from numba.extending import overload
 from ..abi.pool_table import (E_IH0, E_IW0, P_CIP, P_DH, P_DW, P_H, P_KH,  # noqa: F401
                               P_KW, P_PB, P_PR, P_SH, P_SW, P_W, POOL_BLOCK, POOL_BLOCK_START,
                               POOL_NCOL)
-from ..abi.storage import carrier
+from ..abi.storage import carrier, compute
 from ..catalog import CATALOG
 from .address_link import Link
 from ..abi.tiles import POOL_TILES
@@ -276,12 +276,31 @@ def _pool_entry(x, o, common, entries, e, outer, buf, ev, od, obuf):
 
 
 @njit(cache=True)
-def _scratch(o, blen):
-    """Per-thread buffers: the vertical reductions of a row span (one slack element), its
-    even and odd columns, and an output row."""
+def scratch_span(o, blen):
+    """Elements of one chunk's part of the scratch (see :func:`_scratch`), each of its four
+    buffers whole 64-byte lines."""
+    line = 64 // compute_empty(o, 0).itemsize
+    return (_lines(blen + 2, line) + 2 * _lines((blen >> 1) + 2, line)
+            + _lines(MAX_T1, line))
+
+
+@njit(inline="always")
+def _lines(n, line):
+    return (n + line - 1) // line * line
+
+
+@njit(cache=True)
+def _scratch(ws, c, blen):
+    """Part ``c`` of the scratch ``ws`` (``scratch_span`` elements each): the vertical
+    reductions of a row span (one slack element), its even and odd columns, and an output
+    row."""
+    line = 64 // ws.itemsize
     half = (blen >> 1) + 2
-    return (compute_empty(o, blen + 2), compute_empty(o, half), compute_empty(o, half),
-            compute_empty(o, MAX_T1))
+    a = c * scratch_span(ws, blen)
+    b = a + _lines(blen + 2, line)
+    d = b + _lines(half, line)
+    e = d + _lines(half, line)
+    return ws[a:a + blen + 2], ws[b:b + half], ws[d:d + half], ws[e:e + MAX_T1]
 
 
 def row_view(o, orow, n, osn, obuf):
@@ -316,6 +335,12 @@ def _flush_row(o, orow, osn, ov):
     return flush
 
 
+#: SCRATCH_NOTE: the chunks' scratch is one allocation made by the driver on the calling
+#: thread, not one per chunk made on its worker thread (in the first pages of that thread's
+#: malloc arena, where conv2d's depthwise tiles ran at half speed in some processes:
+#: ``conv.WS_PAGE``). Over 1x64x112x112 float32, 2 threads, into out=, eight processes each:
+#: max_pool2d 3x3/2 156-216 -> 154-168 us (means 178 -> 162), avg_pool2d 3x3 400-510 ->
+#: 362-482 us (means 472 -> 428); once, before, a process ran them in 291 and 806 us
 def pool_driver(x, o, common, entries):
     """Pool x (flat buffer; offsets and strides in the common area) into o, one table."""
     x, o, common, entries = borrowed((x, o, common, entries))
@@ -325,22 +350,29 @@ def pool_driver(x, o, common, entries):
     kw = common[_P + P_KW]
     blen = (MAX_T1 - 1) * common[_P + P_SW] + (kw - 1) * common[_P + P_DW] + 1
     taps = common[C_M] * common[C_N] * n_outer * common[_P + P_KH] * kw
+    # every chunk's scratch in one allocation made here, on the calling thread (see
+    # SCRATCH_NOTE)
+    chunks = 1 if taps < SERIAL_TAPS else min(N_CHUNKS, total)
+    ws = compute_empty(o, chunks * scratch_span(o, blen))
     if taps < SERIAL_TAPS:
-        pool_chunk((x, o, common, entries, np.int64(0), np.int64(1), total, blen))
+        pool_chunk((x, o, common, entries, np.int64(0), np.int64(1), total, blen, ws,
+                    np.int64(0)))
     else:
         for c in prange(N_CHUNKS):
             first = chunk_start(np.int64(c))
             if first >= total:
-                continue        # no work item: no call, no scratch allocated
-            pool_chunk((x, o, common, entries, first, np.int64(N_CHUNKS), total, blen))
+                continue        # no work item: no call, no scratch
+            # (the chunks run are those whose first item is below total: first indexes ws)
+            pool_chunk((x, o, common, entries, first, np.int64(N_CHUNKS), total, blen, ws,
+                        first))
 
 
 @njit(cache=True, error_model="numpy")
-def _pool_chunk(x, o, common, entries, first, step, total, blen):
-    """Work items ``first, first + step, ... < total`` (entry x outer index), with one
-    scratch for window rows of ``blen`` elements."""
+def _pool_chunk(x, o, common, entries, first, step, total, blen, ws, c):
+    """Work items ``first, first + step, ... < total`` (entry x outer index), with part
+    ``c`` of the scratch ``ws`` for window rows of ``blen`` elements."""
     n_entries = entries.shape[0]
-    scratch = _scratch(o, blen)
+    scratch = _scratch(ws, c, blen)
     # borrowed (their owners held to the end): every output row takes views of them, and
     # a view of a counted array costs two atomics (35% of max_pool2d's time over
     # 8 x 64 x 112 x 112 in NRT_incref/decref)
@@ -354,11 +386,18 @@ def _pool_chunk(x, o, common, entries, first, step, total, blen):
 #: ``_pool_chunk`` reached by address (``address_link``): the driver's prange body holds a
 #: call, so its four levels (parfor body, two wrappers, driver) do not optimize and generate
 #: the pooling code again
-CHUNKS = Link("pool.chunk", lambda: _pool_chunk, lambda dt: signature(dt) + (types.int64,) * 4,
+CHUNKS = Link("pool.chunk", lambda: _pool_chunk, lambda dt: _chunk_signature(dt),
               CATALOG.families["pool"].dtypes)
 #: functions the driver reaches by address: drivers.get fills their slots first
 LINKS = (CHUNKS,)
 pool_chunk = CHUNKS.call
+
+
+def _chunk_signature(dtype):
+    """The argument types of ``_pool_chunk``: the driver's, four counts, the scratch (of the
+    computed dtype) and the chunk."""
+    return (signature(dtype) + (types.int64,) * 4
+            + (types.Array(getattr(types, compute(dtype)), 1, "C"), types.int64))
 
 
 def signature(dtype):

@@ -450,3 +450,25 @@ def test_pool_tables_persist_and_load_as_pool_tables(tmp_path):
         np.testing.assert_array_equal(t2.entries, t.entries)
     finally:
         dynshape.set_table_dir(None)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("blen", [3, 513, 1000])
+def test_chunk_scratch_parts_are_disjoint_aligned_and_whole(dt, blen):
+    """The driver makes every chunk's scratch in one allocation: part c's four buffers have
+    their lengths, start a whole number of 64-byte lines into the allocation, stay inside
+    part c and never overlap."""
+    from dynshape_kernels.cpu import pool as P
+    o = np.empty(1, dt)
+    span = P.scratch_span(o, blen)
+    ws = np.empty(3 * span, dt)
+    line = 64 // ws.itemsize
+    half = (blen >> 1) + 2
+    for c in range(3):
+        parts = P._scratch(ws, c, blen)
+        assert [len(p) for p in parts] == [blen + 2, half, half, P.MAX_T1]
+        starts = [(p.ctypes.data - ws.ctypes.data) // ws.itemsize for p in parts]
+        assert all(s % line == 0 for s in starts)
+        ends = [s + len(p) for s, p in zip(starts, parts)]
+        assert min(starts) >= c * span and max(ends) <= (c + 1) * span
+        assert all(ends[i] <= starts[i + 1] for i in range(3))
