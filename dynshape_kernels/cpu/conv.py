@@ -74,12 +74,10 @@ from .step_link import STEPS
 from .address_link import Link
 from .borrowed import borrowed
 from .serial_zeros import zeros
+from .workspace import LINE, round_up
 
-#: the threads' workspaces are one allocation made by the driver (on the calling thread), each
-#: thread's part a whole number of these bytes: a workspace each thread allocated itself lay,
-#: for a worker thread, in the first page of its own malloc arena, and depthwise 3x3 over 128
-#: channels of 113x115 (float32, 2 threads) then ran in 850-930 us or 520-550 us from process
-#: to process (1 thread: 870-900); placed so, 522-579 us in four processes out of four
+#: the threads' workspaces are one allocation made by the driver (``workspace``), each
+#: thread's part a whole number of these bytes
 WS_PAGE = 4096
 #: dtypes of the conv driver (and of its per-thread function's link)
 DTYPES = CATALOG.families["conv"].dtypes
@@ -308,15 +306,9 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
 def workspace_span(sa, sb, sc, proto):
     """Elements of one thread's part of the workspace: its ``sa``, ``sb`` and ``sc`` element
     buffers each 64-byte aligned, the part rounded up to whole pages (``WS_PAGE``)."""
-    line = 64 // proto.itemsize
-    page = WS_PAGE // proto.itemsize
-    n = _round_up(sa, line) + _round_up(sb, line) + _round_up(sc, line)
-    return _round_up(n, page)
-
-
-@njit(inline="always")
-def _round_up(n, m):
-    return (n + m - 1) // m * m
+    line = LINE // proto.itemsize
+    n = round_up(sa, line) + round_up(sb, line) + round_up(sc, line)
+    return round_up(n, WS_PAGE // proto.itemsize)
 
 
 @njit(cache=True, error_model="numpy")
@@ -326,10 +318,10 @@ def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, 
     this thread's part of the workspace ``ws`` (``workspace_span`` elements each); GEMM
     tiles reach their window by ``mode`` (``window_mode``): x in place or its copy ``xs``
     through ``wgeo``, or packed."""
-    line = 64 // ws.itemsize
+    line = LINE // ws.itemsize
     o = th * (ws.shape[0] // nth)
-    ob = o + _round_up(sa, line)
-    oc = ob + _round_up(sb, line)
+    ob = o + round_up(sa, line)
+    oc = ob + round_up(sb, line)
     ws_a = ws[o:o + sa]
     ws_b = ws[ob:ob + sb]
     ws_c = ws[oc:oc + sc]

@@ -51,6 +51,7 @@ from .half import compute_empty, is_half, load, store
 from .scalar_ops import cast_like
 from .tiles import make_tile_geometry
 from .borrowed import borrowed, hold
+from .workspace import LINE, round_up
 
 
 # Tile shapes (output rows, output columns, partial window) by slot: about 512 outputs per
@@ -279,14 +280,9 @@ def _pool_entry(x, o, common, entries, e, outer, buf, ev, od, obuf):
 def scratch_span(o, blen):
     """Elements of one chunk's part of the scratch (see :func:`_scratch`), each of its four
     buffers whole 64-byte lines."""
-    line = 64 // compute_empty(o, 0).itemsize
-    return (_lines(blen + 2, line) + 2 * _lines((blen >> 1) + 2, line)
-            + _lines(MAX_T1, line))
-
-
-@njit(inline="always")
-def _lines(n, line):
-    return (n + line - 1) // line * line
+    line = LINE // compute_empty(o, 0).itemsize
+    return (round_up(blen + 2, line) + 2 * round_up((blen >> 1) + 2, line)
+            + round_up(MAX_T1, line))
 
 
 @njit(cache=True)
@@ -294,12 +290,12 @@ def _scratch(ws, c, blen):
     """Part ``c`` of the scratch ``ws`` (``scratch_span`` elements each): the vertical
     reductions of a row span (one slack element), its even and odd columns, and an output
     row."""
-    line = 64 // ws.itemsize
+    line = LINE // ws.itemsize
     half = (blen >> 1) + 2
     a = c * scratch_span(ws, blen)
-    b = a + _lines(blen + 2, line)
-    d = b + _lines(half, line)
-    e = d + _lines(half, line)
+    b = a + round_up(blen + 2, line)
+    d = b + round_up(half, line)
+    e = d + round_up(half, line)
     return ws[a:a + blen + 2], ws[b:b + half], ws[d:d + half], ws[e:e + MAX_T1]
 
 
@@ -335,12 +331,10 @@ def _flush_row(o, orow, osn, ov):
     return flush
 
 
-#: SCRATCH_NOTE: the chunks' scratch is one allocation made by the driver on the calling
-#: thread, not one per chunk made on its worker thread (in the first pages of that thread's
-#: malloc arena, where conv2d's depthwise tiles ran at half speed in some processes:
-#: ``conv.WS_PAGE``). Over 1x64x112x112 float32, 2 threads, into out=, eight processes each:
-#: max_pool2d 3x3/2 156-216 -> 154-168 us (means 178 -> 162), avg_pool2d 3x3 400-510 ->
-#: 362-482 us (means 472 -> 428); once, before, a process ran them in 291 and 806 us
+#: the chunks' scratch is one allocation made by the driver (``workspace``), not one per chunk
+#: made on its worker thread: over 1x64x112x112 float32, 2 threads, into out=, eight processes
+#: each, max_pool2d 3x3/2 156-216 -> 154-168 us (means 178 -> 162), avg_pool2d 3x3 400-510 ->
+#: 362-482 us (means 472 -> 428)
 def pool_driver(x, o, common, entries):
     """Pool x (flat buffer; offsets and strides in the common area) into o, one table."""
     x, o, common, entries = borrowed((x, o, common, entries))
@@ -350,8 +344,7 @@ def pool_driver(x, o, common, entries):
     kw = common[_P + P_KW]
     blen = (MAX_T1 - 1) * common[_P + P_SW] + (kw - 1) * common[_P + P_DW] + 1
     taps = common[C_M] * common[C_N] * n_outer * common[_P + P_KH] * kw
-    # every chunk's scratch in one allocation made here, on the calling thread (see
-    # SCRATCH_NOTE)
+    # every chunk's scratch in one allocation made here, on the calling thread
     chunks = 1 if taps < SERIAL_TAPS else min(N_CHUNKS, total)
     ws = compute_empty(o, chunks * scratch_span(o, blen))
     if taps < SERIAL_TAPS:
