@@ -208,8 +208,8 @@ def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, 
             if stream and _bias_relu_stream(x, o, prog, sides, sgeo, xb, xsm, ob, osm, v0, v1,
                                             r0, r1):
                 return
-            if _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1,
-                                r0, r1):
+            if first_step_from((x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1,
+                                r0, r1)):
                 first = 1
             else:
                 for i in range(v0):
@@ -278,8 +278,8 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
             # directly (no copy of x first) when it can
             first = 0
             z = np.int64(0)     # not a literal 0: one compiled _first_step_from for both sites
-            if xsn == 1 and _first_step_from(x, buf, prog[:split], pattrs, sides, sgeo,
-                                             xb0 + r * xsm, xsm, z, n, nr, n, r, z):
+            if xsn == 1 and first_step_from((x, buf, prog[:split], pattrs, sides, sgeo,
+                                             xb0 + r * xsm, xsm, z, n, nr, n, r, z)):
                 first = 1
             else:
                 gather_tile(x, xb0 + r * xsm, xsm, xsn, nr, n, buf, n, np.int64(0))
@@ -460,12 +460,23 @@ def _chunk_signature(dtype):
                                types.Array(types.uint8, 1, "C"))
 
 
+def _first_signature(dtype):
+    """The argument types of ``_first_step_from`` for the driver of ``dtype``."""
+    x, o, _, _, _, _, prog, pattrs, _, sides = signature(dtype)
+    return (x, o, prog, pattrs, sides, types.Array(types.int64, 2, "C")) + (types.int64,) * 8
+
+
+#: ``_first_step_from`` reached by address from the chunk: the chunk's code holds a call,
+#: not the first step's loops (every op's) optimized and generated once more
+FIRST = Link("fused.first_step", lambda: _first_step_from, _first_signature, FUSED_DTYPES,
+             types.boolean)
+first_step_from = FIRST.call
 #: ``_chunk`` reached by address (``address_link``): the driver's prange body holds a call,
 #: so its four levels (parfor body, two wrappers, driver) do not optimize and generate the
 #: tiles' code again
 CHUNKS = Link("fused.chunk", lambda: _chunk, _chunk_signature, FUSED_DTYPES)
 #: functions the driver reaches by address: drivers.get fills their slots first
-LINKS = (STEPS, CHUNKS)
+LINKS = (STEPS, FIRST, CHUNKS)
 chunk = CHUNKS.call
 
 

@@ -326,7 +326,7 @@ def _sum_dispatch_impl(x, o, oi, of, ob, osm, osn, xb, xsm, xsn, v0, v1, common,
     return impl_i
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _reduce_entry(x, o, oi, of, common, entries, e, outer, part, parts):
     """One kernel call: entry ``e`` at outer index ``outer``; with ``parts`` > 1, part
     ``part`` of its kept columns (see :func:`column_parts`)."""
@@ -408,8 +408,8 @@ def _reduce_chunk(x, o, oi, of, common, entries, first, step, total, parts):
     n_entries = entries.shape[0]
     for idx in range(first, total, step):
         item = idx // parts
-        _reduce_entry(x, o, oi, of, common, entries, item % n_entries, item // n_entries,
-                      idx % parts, parts)
+        reduce_entry((x, o, oi, of, common, entries, item % n_entries, item // n_entries,
+                      idx % parts, parts))
 
 
 @njit(cache=True)
@@ -438,6 +438,12 @@ def _reduce_part(x, pf, pi, common, entries, part, nparts):
     reduce_split.reduce_part(x, pf, pi, common, _RB, code, xb, part, nparts)
 
 
+#: ``_reduce_entry`` reached by address from the chunk: the chunk's code holds a call, not
+#: the reductions' code optimized and generated once more
+ENTRY = Link("reduce.entry", lambda: _reduce_entry,
+             lambda dt: signature(dt) + (types.int64,) * 4,
+             CATALOG.families["reduce"].dtypes)
+reduce_entry = ENTRY.call
 #: ``_reduce_chunk`` reached by address (``address_link``): the driver's prange body holds a
 #: call, so its four levels (parfor body, two wrappers, driver) do not optimize and generate
 #: the reductions' code again
@@ -448,7 +454,7 @@ CHUNKS = Link("reduce.chunk", lambda: _reduce_chunk,
 SPLITS = Link("reduce.part", lambda: _reduce_part, lambda dt: _part_signature(dt),
               CATALOG.families["reduce"].dtypes)
 #: functions the driver reaches by address: drivers.get fills their slots first
-LINKS = (CHUNKS, SPLITS)
+LINKS = (ENTRY, CHUNKS, SPLITS)
 reduce_chunk = CHUNKS.call
 reduce_part = SPLITS.call
 

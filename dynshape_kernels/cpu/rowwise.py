@@ -72,7 +72,7 @@ from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_
                            E_KID, E_OFF0, E_OFF1, MAX_RED, OP_BLOCK, OP_SM, OP_SN, R_COUNT,
                            R_ND, R_STR, R_STRATEGY, S_STREAM, STRAT_COLUMNS,
                            reduce_block_size)
-from ..abi.storage import carrier
+from ..abi.storage import carrier, compute
 from ..catalog import CATALOG
 from .address_link import Link
 from ..abi.tiles import ROWWISE_TILES
@@ -363,7 +363,7 @@ def _row_max(x, xo, common):
     return m
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _lanes_row(code, x, w, b, o, base, common, eps, hw, hb):
     # int64 pass numbers: literal ones compile the pass (and its call tree) once per value
     P0, P1, P2 = np.int64(0), np.int64(1), np.int64(2)
@@ -590,7 +590,7 @@ def _cols_pass(code, p, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, 
                        ca, cb, wk, bk)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _cols_rows(code, x, w, b, o, base, xsn, osn, v1, common, eps, hw, hb):
     # int64 pass numbers: literal ones compile the pass (and its call tree) once per value
     P0, P1, P2 = np.int64(0), np.int64(1), np.int64(2)
@@ -662,7 +662,7 @@ def _first_row_x(common, entries, idx):
             + r1 * common[xb + OP_SN])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt, blk, st, mv, geo):
     """Entry ``e`` at outer index ``outer``; ``nxt`` is the work item this thread runs next
     (-1: none), whose first row a long softmax row prefetches after the entry's last.
@@ -687,7 +687,7 @@ def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt, blk,
         for r in range(v0):
             for q in range(_OPERANDS):
                 base[q] = start[q] + r * sm[q]
-            _cols_rows(code, x, w, b, o, base, sn[X], sn[OUT], v1, common, eps, hw, hb)
+            cols_rows((code, x, w, b, o, base, sn[X], sn[OUT], v1, common, eps, hw, hb))
         return
     if _one_contiguous_run(common, hw, hb):
         L = common[_RB + R_COUNT]
@@ -739,7 +739,7 @@ def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt, blk,
         for j in range(v1):
             for q in range(_OPERANDS):
                 base[q] = start[q] + r * sm[q] + j * sn[q]
-            _lanes_row(code, x, w, b, o, base, common, eps, hw, hb)
+            lanes_row((code, x, w, b, o, base, common, eps, hw, hb))
 
 
 def rowwise_driver(x, w, b, o, common, entries, fattrs):
@@ -776,10 +776,45 @@ def _rowwise_chunk(x, w, b, o, common, entries, first, step, total, eps, hw, hb)
     mv = borrowed(maxima)
     geo = borrowed(geometry)
     for idx in range(first, total, step):
-        _rowwise_entry(x, w, b, o, common, entries, idx % n_entries, idx // n_entries, eps,
+        rowwise_entry((x, w, b, o, common, entries, idx % n_entries, idx // n_entries, eps,
                        hw, hb, idx + step if idx + step < total else np.int64(-1), blk, st, mv,
-                       geo)
+                       geo))
     hold((block, state, maxima, geometry))
+
+
+def _entry_signature(dt):
+    i64 = types.int64
+    return (signature(dt)[:6] + (i64, i64, types.float64, types.boolean, types.boolean, i64,
+            types.Array(getattr(types, carrier(dt)), 1, "C"), types.Array(i64, 1, "C"),
+            types.Array(getattr(types, compute(dt)), 1, "C"), types.Array(i64, 1, "C")))
+
+
+def _row_signature(dt):
+    i64, f64, bl = types.int64, types.float64, types.boolean
+    x, w, b, o, common = signature(dt)[:5]
+    return (i64, x, w, b, o, types.Array(i64, 1, "C"), common, f64, bl, bl)
+
+
+def _cols_signature(dt):
+    i64, f64, bl = types.int64, types.float64, types.boolean
+    x, w, b, o, common = signature(dt)[:5]
+    return (i64, x, w, b, o, types.Array(i64, 1, "C"), i64, i64, i64, common, f64, bl, bl)
+
+
+#: the rows of the strided and column strategies reached by address from the entry
+LANES = Link("rowwise.lanes_row", lambda: _lanes_row, _row_signature,
+             CATALOG.families["rowwise"].dtypes)
+COLS = Link("rowwise.cols_rows", lambda: _cols_rows, _cols_signature,
+            CATALOG.families["rowwise"].dtypes)
+lanes_row = LANES.call
+cols_rows = COLS.call
+
+
+#: ``_rowwise_entry`` reached by address from the chunk: the chunk's code holds a call, not
+#: the row ops' code optimized and generated once more
+ENTRY = Link("rowwise.entry", lambda: _rowwise_entry, _entry_signature,
+             CATALOG.families["rowwise"].dtypes)
+rowwise_entry = ENTRY.call
 
 
 #: ``_rowwise_chunk`` reached by address (``address_link``): the driver's prange body holds
@@ -790,7 +825,7 @@ CHUNKS = Link("rowwise.chunk", lambda: _rowwise_chunk,
               + (types.float64, types.boolean, types.boolean),
               CATALOG.families["rowwise"].dtypes)
 #: functions the driver reaches by address: drivers.get fills their slots first
-LINKS = (CHUNKS,)
+LINKS = (LANES, COLS, ENTRY, CHUNKS)
 rowwise_chunk = CHUNKS.call
 
 
