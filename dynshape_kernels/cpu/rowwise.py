@@ -776,36 +776,35 @@ def _rowwise_chunk(x, w, b, o, common, entries, first, step, total, eps, hw, hb)
     mv = borrowed(maxima)
     geo = borrowed(geometry)
     for idx in range(first, total, step):
+        nxt = idx + step if idx + step < total else np.int64(-1)
         rowwise_entry((x, w, b, o, common, entries, idx % n_entries, idx // n_entries, eps,
-                       hw, hb, idx + step if idx + step < total else np.int64(-1), blk, st, mv,
-                       geo))
+                       hw, hb, nxt, blk, st, mv, geo))
     hold((block, state, maxima, geometry))
 
 
 def _entry_signature(dt):
+    """The argument types of ``_rowwise_entry`` (the chunk's scratch: a streaming block of
+    the carrier, the streamer's state, the row maxima of the computed dtype, the geometry)."""
     i64 = types.int64
     return (signature(dt)[:6] + (i64, i64, types.float64, types.boolean, types.boolean, i64,
             types.Array(getattr(types, carrier(dt)), 1, "C"), types.Array(i64, 1, "C"),
             types.Array(getattr(types, compute(dt)), 1, "C"), types.Array(i64, 1, "C")))
 
 
-def _row_signature(dt):
-    i64, f64, bl = types.int64, types.float64, types.boolean
+def _rows_signature(dt, middle):
+    """(code, x, w, b, o, base, *middle, common, eps, hw, hb) of ``_lanes_row`` (no middle)
+    and ``_cols_rows`` (xsn, osn, v1)."""
+    i64, bl = types.int64, types.boolean
     x, w, b, o, common = signature(dt)[:5]
-    return (i64, x, w, b, o, types.Array(i64, 1, "C"), common, f64, bl, bl)
-
-
-def _cols_signature(dt):
-    i64, f64, bl = types.int64, types.float64, types.boolean
-    x, w, b, o, common = signature(dt)[:5]
-    return (i64, x, w, b, o, types.Array(i64, 1, "C"), i64, i64, i64, common, f64, bl, bl)
+    base = types.Array(i64, 1, "C")
+    return (i64, x, w, b, o, base) + middle + (common, types.float64, bl, bl)
 
 
 #: the rows of the strided and column strategies reached by address from the entry
-LANES = Link("rowwise.lanes_row", lambda: _lanes_row, _row_signature,
+LANES = Link("rowwise.lanes_row", lambda: _lanes_row, lambda dt: _rows_signature(dt, ()),
              CATALOG.families["rowwise"].dtypes)
-COLS = Link("rowwise.cols_rows", lambda: _cols_rows, _cols_signature,
-            CATALOG.families["rowwise"].dtypes)
+COLS = Link("rowwise.cols_rows", lambda: _cols_rows,
+            lambda dt: _rows_signature(dt, (types.int64,) * 3), CATALOG.families["rowwise"].dtypes)
 lanes_row = LANES.call
 cols_rows = COLS.call
 
