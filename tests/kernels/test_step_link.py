@@ -224,3 +224,23 @@ def test_scratch_span_joins_rows_only_for_position_free_programs():
         side = prog.copy()
         side[1, 0] = kind
         assert scratch_span(side, 384, 64, 366) == 0
+
+
+def test_per_entry_functions_are_reached_by_address():
+    """The row-wise and reduction chunks call their per-entry function, the row-wise entry
+    its strided and column rows, the fused tiles their first step through a link listed in
+    the driver's ``LINKS``, never directly (a direct call compiles the callee's code into
+    the caller once more: 3-5 s of the row-wise driver's first compile)."""
+    from dynshape_kernels.cpu import fused, reduce, rowwise
+    for caller, link, family in ((rowwise._rowwise_chunk, rowwise.ENTRY, "rowwise"),
+                                 (rowwise._rowwise_entry, rowwise.LANES, "rowwise"),
+                                 (rowwise._rowwise_entry, rowwise.COLS, "rowwise"),
+                                 (reduce._reduce_chunk, reduce.ENTRY, "reduce"),
+                                 (fused._elementwise_tile, fused.FIRST, "fused"),
+                                 (fused._row_tile, fused.FIRST, "fused")):
+        code, names = caller.py_func.__code__, caller.py_func.__globals__
+        callee = link.dispatcher()
+        assert any(names.get(n) is link.call for n in code.co_names), (caller, link)
+        assert not any(names.get(n) is callee for n in code.co_names), (caller, link)
+        assert link in drivers.links_of(family)
+        assert callee.targetoptions.get("error_model") == "numpy"
