@@ -77,7 +77,7 @@ def cache_location():
 # the demo's five in a clean-clone CI run at fac4617 (conv 16.3, binary 14.9, matmul 11.1,
 # unary 8.4, pool 4.3), the others from one process compiling them in turn, scaled alike.
 # Only their ratios matter: they plan the order in which idle children take ready jobs.
-_COMPILE_COST = {"unary": 8.5, "copy": 4, "binary": 15, "reduce": 16, "rowwise": 23,
+_COMPILE_COST = {"unary": 8.5, "copy": 4, "binary": 15, "reduce": 13.5, "rowwise": 19,
                  "matmul": 11, "conv": 16, "pool": 4.5, "fused": 13, "steps": 6}
 #: job sets up to this size are ordered by trying every order (720 simulations at most)
 _EXACT_JOBS = 6

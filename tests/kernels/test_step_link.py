@@ -228,16 +228,20 @@ def test_scratch_span_joins_rows_only_for_position_free_programs():
 
 def test_per_entry_functions_are_reached_by_address():
     """The row-wise and reduction chunks call their per-entry function, the row-wise entry
-    its strided and column rows, the fused tiles their first step through a link listed in
-    the driver's ``LINKS``, never directly (a direct call compiles the callee's code into
-    the caller once more: 3-5 s of the row-wise driver's first compile)."""
-    from dynshape_kernels.cpu import fused, reduce, rowwise
+    its strided and column rows, the fused tiles their first step, the unary run and entry
+    their rows and scratch tiles through a link listed in the driver's ``LINKS``, never
+    directly (a direct call compiles the callee's code into the caller once more: 3-5 s of
+    the row-wise driver's first compile)."""
+    from dynshape_kernels.cpu import elementwise as ew, fused, reduce, rowwise
     for caller, link, family in ((rowwise._rowwise_chunk, rowwise.ENTRY, "rowwise"),
                                  (rowwise._rowwise_entry, rowwise.LANES, "rowwise"),
                                  (rowwise._rowwise_entry, rowwise.COLS, "rowwise"),
                                  (reduce._reduce_chunk, reduce.ENTRY, "reduce"),
                                  (fused._elementwise_tile, fused.FIRST, "fused"),
-                                 (fused._row_tile, fused.FIRST, "fused")):
+                                 (fused._row_tile, fused.FIRST, "fused"),
+                                 (ew._unary_run, ew.UNARY_ROWS, "unary"),
+                                 (ew._unary_entry, ew.UNARY_ROWS, "copy"),
+                                 (ew._unary_entry, ew.UNARY_SCRATCH, "unary")):
         code, names = caller.py_func.__code__, caller.py_func.__globals__
         callee = link.dispatcher()
         assert any(names.get(n) is link.call for n in code.co_names), (caller, link)
