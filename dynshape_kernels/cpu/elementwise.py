@@ -318,17 +318,17 @@ def _unary_entry(x, o, common, entries, e, oi, attrs):
     discard = entries[e, E_MODE0] == DISCARD or entries[e, E_MODE1] == DISCARD
     if discard and (v0 < t0 or v1 < t1):
         unary_scratch((code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1,
-                       np.bool_(True), attrs))
+                        np.bool_(True), attrs))
     elif t0 > 1 and code == IDENTITY and xsm == 1 and osn == 1:   # transposed copies go
         transpose_tile(x, xb, xsn, o, ob, osm, v0, v1, t1)       # straight, no tile buffer
     elif t0 > 1 and code == IDENTITY and xsn == 1 and osm == 1:
         transpose_tile(x, xb, xsm, o, ob, osn, v1, v0, np.int64(0))
     elif t0 > 1 and (xsn != 1 or osn != 1):
         unary_scratch((code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1,
-                       np.bool_(False), attrs))
+                        np.bool_(False), attrs))
     else:
         unary_rows((code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, entries[e, E_MODE1],
-                    t1, w1, a0, a1, attrs))
+                     t1, w1, a0, a1, attrs))
 
 
 @njit(cache=True, error_model="numpy")
@@ -353,9 +353,9 @@ def _unary_run(x, o, common, entries, idx, end, attrs):
             _stream_map(code, x[xb:xb + k * v1], o[ob:ob + k * v1], attrs[0], attrs[1])
             return k
     unary_rows((code, x,
-                outer_offset(common, np.int64(1), oi) + r0 * xsm + r1, xsm, np.int64(1), o,
-                outer_offset(common, np.int64(0), oi) + r0 * osm + r1, osm, np.int64(1), k,
-                v1, entries[e, E_MODE1], t1, w1, attrs[0], attrs[1], attrs))
+                 outer_offset(common, np.int64(1), oi) + r0 * xsm + r1, xsm, np.int64(1), o,
+                 outer_offset(common, np.int64(0), oi) + r0 * osm + r1, osm, np.int64(1), k,
+                 v1, entries[e, E_MODE1], t1, w1, attrs[0], attrs[1], attrs))
     return k
 
 
@@ -1004,18 +1004,20 @@ def binary_signature(dtype):
     return (_ro(dtype), _ro(dtype), _rw(dtype), _I64_1D, _I64_2D)
 
 
+#: the unary driver's dtypes: the unary family's and the copy family's item sizes
+_UNARY_DTYPES = CATALOG.families["unary"].dtypes + CATALOG.families["copy"].dtypes
 #: the runs reached by address (``address_link``): each driver's prange body holds a call, so
 #: its four levels (parfor body, two wrappers, driver) do not optimize and generate the
 #: op switches' code again; unary serves the copy family's item sizes too
 UNARY_RUNS = Link("elementwise.unary_run", lambda: _unary_run,
                   lambda dt: unary_signature(dt)[:4] + (types.int64, types.int64,
                                                         unary_signature(dt)[4]),
-                  CATALOG.families["unary"].dtypes + CATALOG.families["copy"].dtypes,
-                  types.int64)
+                  _UNARY_DTYPES, types.int64)
 BINARY_RUNS = Link("elementwise.binary_run", lambda: _binary_run,
                    lambda dt: binary_signature(dt) + (types.int64, types.int64),
                    CATALOG.families["binary"].dtypes, types.int64)
 unary_run = UNARY_RUNS.call
+binary_run = BINARY_RUNS.call
 
 
 def _unary_tile_signature(dt, middle):
@@ -1030,16 +1032,13 @@ def _unary_tile_signature(dt, middle):
 
 #: a run's rows and scratch tiles reached by address: compiled once, not optimized and
 #: generated again inside the run (unary float32 first compile, fresh caches, alternating:
-#: 10.4-11.6 -> 9.8-10.5 s)
+#: 10.3-11.6 -> 9.4-10.5 s)
 UNARY_ROWS = Link("elementwise.unary_rows", lambda: _unary_rows,
-                  lambda dt: _unary_tile_signature(dt, 3),
-                  CATALOG.families["unary"].dtypes + CATALOG.families["copy"].dtypes)
+                  lambda dt: _unary_tile_signature(dt, 3), _UNARY_DTYPES)
 UNARY_SCRATCH = Link("elementwise.unary_scratch", lambda: _unary_scratch,
-                     lambda dt: _unary_tile_signature(dt, 2),
-                     CATALOG.families["unary"].dtypes + CATALOG.families["copy"].dtypes)
+                     lambda dt: _unary_tile_signature(dt, 2), _UNARY_DTYPES)
 unary_rows = UNARY_ROWS.call
 unary_scratch = UNARY_SCRATCH.call
-binary_run = BINARY_RUNS.call
 #: functions each driver of this module reaches by address: drivers.get fills their slots first
 LINKS = {"unary_driver": (UNARY_ROWS, UNARY_SCRATCH, UNARY_RUNS),
          "binary_driver": (BINARY_RUNS,)}
