@@ -97,14 +97,14 @@ def _tile_cost(slot, dtype, K, mv, vh, vw, window=False, flat=False):
         (m6, v6), (m8, v8) = CONV_WINDOW_TILES
         eight = conv_window_tile(mv, lanes) == 1
         mr = np.where(eight, m8, m6)
-        mp = -(-mv // mr) * mr
+    mp = -(-mv // mr) * mr
+    if window:
         seg = np.where(eight, v8, v6) * lanes
         nseg = np.where(flat, -(-pos // seg), vh * -(-vw // seg))
         padded = np.where(flat, pos // seg * seg + -(-(pos % seg) // lanes) * lanes,
                           vh * (vw // seg * seg + -(-(vw % seg) // lanes) * lanes))
         return (mp * K * padded + (SEGMENT_COST + STEP_COST * (mp // mr)) * K * nseg
                 + STORE_COST * mv * pos + WINDOW_TILE_COST)
-    mp = -(-mv // mr) * mr
     pp = -(-pos // nr) * nr
     return (mp * K * pp + PACK_COST * K * pos + ROW_COST * K * vh + STORE_COST * mv * pos
             + TILE_COST)

@@ -2,7 +2,8 @@
 import numpy as np
 from dynshape_kernels.abi.conv_table import (ENTRY_COLUMNS, T_KID, T_M0, T_MV, T_N, T_NCOL,
                                               T_OH0, T_OW0, T_VH, T_VW)
-from dynshape_kernels.abi.tiles import CONV_DIRECT_SLOT as DIRECT_SLOT, CONV_TILES
+from dynshape_kernels.abi.tiles import (CONV_DIRECT_SLOT as DIRECT_SLOT, CONV_TILES,
+                                        CONV_WINDOW_TILES)
 from dynshape_kernels.catalog import CATALOG, catalog_for
 
 from dynshape.errors import TableFormatError
@@ -77,7 +78,8 @@ class ConvTable(ParamTable):
         kinds = {0: "implicit GEMM 6x4 vectors", 1: "implicit GEMM 6x3 vectors",
                  DIRECT_SLOT: "direct, vectorized along the output width"}
         if self.target == "cpu" and str(self.dtype) in ("float32", "float64"):
-            kinds[0] = kinds[1] = ("implicit GEMM 6x1-4 or 8x1-3 vectors (by channels), "
+            tiles = " or ".join(f"{m}x1-{v}" for m, v in CONV_WINDOW_TILES)
+            kinds[0] = kinds[1] = (f"implicit GEMM {tiles} vectors (by channels), "
                                    "window read in place")
         lines = [f"conv2d table {self.dtype} {self.target} (catalog {self.catalog_hash}), "
                  f"{len(self)} entries, {self.nthreads} threads, model cost {self.cost:.3g}",
