@@ -103,7 +103,8 @@ def print_cases(P, rows, unavailable, copy_bw):
     P("Ratios: dynshape time / peer time (speedup = peer / dynshape, >1x means dynshape "
       "is faster); GB/s = bytes an ideal kernel moves / dyn out= time;")
     P("        %copy = that bandwidth against the best plain copy of the output's size, "
-      "timed right after the case (large sizes only: smaller ones run from cache)")
+      "timed in the case's own alternating blocks (large sizes only: smaller ones run "
+      "from cache)")
     head = (f"{'case':22s} {'size':6s}" + "".join(f" {'vs ' + p[0]:>15s}" for p in PAIRS) +
             f" {'GB/s':>6s} {'%copy':>6s}  target")
     P(head)

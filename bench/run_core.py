@@ -92,8 +92,8 @@ def _verify_result(res, built):
 
 def run_case(S, case, size, rng):
     """Verify every implementation, then time those verified in alternating blocks
-    (``S``: the harness session). Large elementwise cases also time the
-    best plain copy of the output's size right after, under the same machine load."""
+    (``S``: the harness session). Large elementwise cases also time the best plain copy of
+    the output's size in the same blocks, under the same machine load."""
     row = {"case": case.label, "family": case.family, "op": case.op, "size": size,
            "times": {}, "stats": {}, "verified": {}, "notes": {}}
     t0 = perf()
@@ -110,11 +110,15 @@ def run_case(S, case, size, rng):
             row["notes"][impl] = err
             continue
         fns[impl] = fn
-    for impl, st in S.time(fns, first_s=first).items():
-        row["times"][impl] = st.median
-        row["stats"][impl] = st.as_dict()
-    if case.family == "elementwise" and size == "large" and "ds_out" in row["times"]:
-        row["copy_ref"] = copy_reference(S, built.ref.size)
+    copies = {}
+    if case.family == "elementwise" and size == "large" and "ds_out" in fns:
+        copies, moved = copy_fns(built.ref.size)
+    stats = S.time({**fns, **copies}, first_s=first)
+    for impl in fns:
+        row["times"][impl] = stats[impl].median
+        row["stats"][impl] = stats[impl].as_dict()
+    if copies:
+        row["copy_ref"] = copy_reference({k: stats[k] for k in copies}, moved)
     row["wall_s"] = perf() - t0
     del built
     gc.collect()
@@ -124,22 +128,29 @@ def run_case(S, case, size, rng):
 _PCOPY = []
 
 
-def copy_reference(S, n):
-    """The best plain copy of ``n`` float32: np.copyto and a two-thread Numba copy, each
-    timed like the implementations; GB/s counts read + write."""
+def copy_fns(n):
+    """(``{name: callable}``, bytes moved per call): the plain copies of ``n`` float32 that
+    a large elementwise case is judged against, np.copyto and a two-thread Numba copy, timed
+    in the same alternating blocks as the case (a reference timed after the case varied
+    from 37 to 62 GB/s between runs on an otherwise idle machine; its own blocks made the
+    case's percentage of copy bandwidth move as much). GB/s counts read + write."""
     if not _PCOPY:
         _PCOPY.append(_parallel_copy())
     pcopy = _PCOPY[0]
     src = np.ones(n, np.float32)
     dst = [np.empty_like(src), np.empty_like(src)]
-    fns = {"np.copyto": lambda: np.copyto(dst[0], src),
-           "numba prange copy": lambda: pcopy(src, dst[1])}
+    fns = {"copy: np.copyto": lambda: np.copyto(dst[0], src),
+           "copy: numba prange copy": lambda: pcopy(src, dst[1])}
     for fn in fns.values():
         fn()
-    res = {k: {"median_s": st.median, "min_s": st.min} for k, st in S.time(fns).items()}
-    moved = 2 * src.nbytes
-    res["best_GBps"] = max(moved / r["median_s"] for r in list(res.values())[:2]) / 1e9
-    res["best_GBps_min"] = max(moved / r["min_s"] for r in list(res.values())[:2]) / 1e9
+    return fns, 2 * src.nbytes
+
+
+def copy_reference(stats, moved):
+    """The row's copy reference from the copies' ``stats`` ({name: Stat})."""
+    res = {k: {"median_s": st.median, "min_s": st.min} for k, st in stats.items()}
+    res["best_GBps"] = max(moved / st.median for st in stats.values()) / 1e9
+    res["best_GBps_min"] = max(moved / st.min for st in stats.values()) / 1e9
     return res
 
 
