@@ -7,6 +7,7 @@ the core computes (the hardware prefetcher only follows the addresses being load
 """
 from llvmlite import ir
 from numba import types
+from numba import njit
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -32,3 +33,15 @@ def prefetch(typingctx, arr, idx):
         builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 2), ir.Constant(i32, 1)])
         return context.get_dummy_value()
     return types.none(arr, idx), codegen
+
+
+@njit(inline="always")
+def prefetch_span(arr, i, n):
+    """Prefetch the lines of ``arr[i:i + n]`` that lie inside ``arr`` (none when ``i < 0``):
+    one per line, the last element's included."""
+    end = min(i + n, arr.size)
+    if i < 0 or i >= end:
+        return
+    for q in range(i, end, LINE_BYTES // arr.itemsize):
+        prefetch(arr, q)
+    prefetch(arr, end - 1)

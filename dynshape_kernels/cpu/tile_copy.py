@@ -7,12 +7,12 @@ import numpy as np
 from numba import njit
 
 from .block_transpose import can_transpose8, transpose8
-from .prefetch import LINE_BYTES as PREFETCH_LINE, prefetch
+from .prefetch import LINE_BYTES as PREFETCH_LINE, prefetch, prefetch_span
 from .readonly_view import readonly
 
 
 @njit(cache=True)
-def transpose_tile(src, sb, ss, dst, db, ds, v0, v1, ahead):
+def transpose_tile(src, sb, ss, dst, db, ds, v0, v1, ahead, dst_ahead):
     """``dst[db + r*ds + c] = src[sb + c*ss + r]`` for r < v0, c < v1: 8x8 blocks in
     registers, the ragged edges (and item types the block transpose does not take) by item.
 
@@ -22,15 +22,23 @@ def transpose_tile(src, sb, ss, dst, db, ds, v0, v1, ahead):
     one tile's width each. Measured on a 3187 x 9431 float32 a.T, 64x64 tiles, 2 threads:
     a tile loop alone 13.7 -> 13.2 ms (best of blocks 12.3 -> 11.8); the drivers, old and
     new builds alternating: copy 15.9 -> 15.0 ms, a.T + b 27.1 -> 24.5. 0 when the source
-    is a tile buffer, or the next tile is not the one to the right."""
+    is a tile buffer, or the next tile is not the one to the right.
+
+    ``dst_ahead`` > 0: likewise the destination rows' ``v1`` elements ``dst_ahead`` further
+    on, which the next tile writes (each store to a line not in cache reads it first), a
+    few rows before each column block. 0 when the destination is a tile buffer."""
     r8 = v0 - v0 % 8 if can_transpose8(src, dst) else 0
     c8 = v1 - v1 % 8 if r8 > 0 else 0
     line = PREFETCH_LINE // src.itemsize
+    # the destination rows whose next-tile part each column block prefetches
+    per = (v0 + c8 // 8 - 1) // (c8 // 8) if dst_ahead > 0 and c8 > 0 else 0
     for c in range(0, c8, 8):
         if ahead > 0:
             for q in range(c + ahead, c + ahead + 8):
                 for r in range(0, v0, line):
                     prefetch(src, sb + q * ss + r)
+        for q in range((c // 8) * per, min(v0, (c // 8 + 1) * per)):
+            prefetch_span(dst, db + q * ds + dst_ahead, v1)
         for r in range(0, r8, 8):
             transpose8(src, sb + c * ss + r, ss, dst, db + r * ds + c, ds)
     for c in range(v1):
@@ -53,7 +61,7 @@ def gather_tile(x, xb, xsm, xsn, v0, v1, buf, pitch, ahead):
             for c in range(v1):
                 d[c] = sv[c]
     elif xsm == 1:
-        transpose_tile(x, xb, xsn, buf, np.int64(0), pitch, v0, v1, ahead)
+        transpose_tile(x, xb, xsn, buf, np.int64(0), pitch, v0, v1, ahead, np.int64(0))
     elif abs(xsm) < abs(xsn):
         for c in range(v1):
             src = xb + c * xsn
@@ -77,7 +85,8 @@ def scatter_tile(o, ob, osm, osn, v0, v1, buf, pitch):
                 d[c] = sv[c]
     elif osm == 1:
         # (the tile typed read-only like the operands: one compiled transpose_tile)
-        transpose_tile(readonly(buf), np.int64(0), pitch, o, ob, osn, v1, v0, np.int64(0))
+        transpose_tile(readonly(buf), np.int64(0), pitch, o, ob, osn, v1, v0, np.int64(0),
+                       np.int64(0))
     elif abs(osm) < abs(osn):
         for c in range(v1):
             dst = ob + c * osn

@@ -108,17 +108,21 @@ def _check(rng, dtype, v0, v1, r0, c0, extra_pitch):
     assert (got[outside] == SENTINEL).all()
 
 
+@pytest.mark.parametrize("dst_ahead", [0, 29, 10**9, -10**9],
+                         ids=["dst none", "dst next tile", "dst far past the end",
+                              "dst before the start"])
 @pytest.mark.parametrize("ahead", [0, 29, 10**9], ids=["none", "next tile", "far past the end"])
-def test_prefetching_the_next_tile_changes_no_item(ahead):
-    """``transpose_tile``'s ``ahead``: it prefetches the source rows the next tile of a
-    row-major table reads (past the array's end for the last tiles, which a prefetch may
-    name), and moves exactly the same items, writing nothing outside the tile."""
+def test_prefetching_the_next_tile_changes_no_item(ahead, dst_ahead):
+    """``transpose_tile``'s ``ahead`` and ``dst_ahead``: it prefetches the source rows the
+    next tile of a row-major table reads and the destination rows it writes (past the
+    array's end for the last tiles, which a prefetch may name), and moves exactly the same
+    items, writing nothing outside the tile."""
     rng = np.random.default_rng(ahead % 97)
     m, n, r0, c0, v0, v1 = 45, 70, 3, 38, 37, 29       # source rows c0 + v1 + ahead > n
     base = _values(rng, (n, m), np.float32)             # the source is base.T: strides (1, m)
     out = np.full((m, n), SENTINEL, np.float32)
     transpose_tile(base.reshape(-1), r0 + c0 * m, m, out.reshape(-1), r0 * n + c0, n,
-                   v0, v1, ahead)
+                   v0, v1, ahead, dst_ahead)
     np.testing.assert_array_equal(out[r0:r0 + v0, c0:c0 + v1], base.T[r0:r0 + v0, c0:c0 + v1])
     outside = np.ones(out.shape, bool)
     outside[r0:r0 + v0, c0:c0 + v1] = False
