@@ -131,9 +131,9 @@ _PCOPY = []
 def copy_fns(n):
     """(``{name: callable}``, bytes moved per call): the plain copies of ``n`` float32 that
     a large elementwise case is judged against, np.copyto and a two-thread Numba copy, timed
-    in the same alternating blocks as the case (a reference timed after the case varied
-    from 37 to 62 GB/s between runs on an otherwise idle machine; its own blocks made the
-    case's percentage of copy bandwidth move as much). GB/s counts read + write."""
+    in the same alternating blocks as the case. Timed after the case, in blocks of its own,
+    the reference varied from 37 to 62 GB/s between runs on an otherwise idle machine, and
+    the case's percentage of copy bandwidth with it. GB/s counts read + write."""
     if not _PCOPY:
         _PCOPY.append(_parallel_copy())
     pcopy = _PCOPY[0]

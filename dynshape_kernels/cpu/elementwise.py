@@ -449,7 +449,7 @@ def _zip_tiles(code, a, ab, asm, sa, ga, b, bb, bsm, sb, gb, o, ob, osm, k, v1, 
     prefetches issued at once, before its rows or its gather, gained 3-8% where one row's
     before each row gained 15-20% (a.T + b over 3187 x 9431 float32, 2 threads). A row of
     prefetches inside the row switch's loop made in-cache tiles 20% slower."""
-    step = 1 if pf > 0 else max(k, 1)      # (one call site per zip_rows: each compiles it)
+    step = 1 if pf > 0 else max(k, 1)      # pf == 0: the whole tile in one call
     for r in range(0, k, step):
         if pf > 0:
             prefetch_span(o, ob + r * osm + pf, v1)

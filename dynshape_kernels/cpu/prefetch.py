@@ -6,8 +6,7 @@ already in cache use it to fetch the data they will read next, so that memory wo
 the core computes (the hardware prefetcher only follows the addresses being loaded now).
 """
 from llvmlite import ir
-from numba import types
-from numba import njit
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
