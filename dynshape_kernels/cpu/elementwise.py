@@ -279,16 +279,17 @@ def _unary_rows(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, mode1, t1, w1, a
 
 
 @njit(cache=True, error_model="numpy")
-def _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1, full,
+def _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, pf, a0, a1, full,
                    attrs):
     """A tile through a scratch copy: DISCARD tails (``full``: the whole zero-padded tile is
-    computed, the invalid part dropped) and 2-D tiles with strided columns (valid part only)."""
+    computed, the invalid part dropped) and 2-D tiles with strided columns (valid part only).
+    ``pf`` > 0: the output rows prefetch the next tile's (``scatter_tile``)."""
     buf = np.zeros(t0 * t1, dtype=o.dtype) if full else np.empty(t0 * t1, dtype=o.dtype)
     gather_tile(x, xb, xsm, xsn, v0, v1, buf, t1, t1)
     n = t0 * t1 if full else (v0 - 1) * t1 + v1
     if not lookup_map(attrs, buf, buf, n):
         map_inplace(code, buf, n, a0, a1)
-    scatter_tile(o, ob, osm, osn, v0, v1, buf, t1)
+    scatter_tile(o, ob, osm, osn, v0, v1, buf, t1, pf)
 
 
 # inlined into its one caller (_unary_run), as _binary_entry: compiled on its own, its
@@ -318,8 +319,8 @@ def _unary_entry(x, o, common, entries, e, oi, attrs):
     ob = outer_offset(common, np.int64(0), oi) + r0 * osm + r1 * osn
     discard = entries[e, E_MODE0] == DISCARD or entries[e, E_MODE1] == DISCARD
     if discard and (v0 < t0 or v1 < t1):
-        unary_scratch((code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1,
-                        np.bool_(True), attrs))
+        unary_scratch((code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, np.int64(0),
+                        a0, a1, np.bool_(True), attrs))
     elif t0 > 1 and code == IDENTITY and xsm == 1 and osn == 1:   # transposed copies go
         # straight, no tile buffer; the next tile's output rows prefetched only for an
         # output larger than the last-level cache (as _binary_entry's)
@@ -328,7 +329,9 @@ def _unary_entry(x, o, common, entries, e, oi, attrs):
     elif t0 > 1 and code == IDENTITY and xsn == 1 and osm == 1:
         transpose_tile(x, xb, xsm, o, ob, osn, v1, v0, np.int64(0), np.int64(0))
     elif t0 > 1 and (xsn != 1 or osn != 1):
-        unary_scratch((code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, a0, a1,
+        # the next tile's output rows prefetched for a large output, as the copies'
+        unary_scratch((code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1,
+                        t1 if _streaming(common, _STREAM_AT_UNARY) else np.int64(0), a0, a1,
                         np.bool_(False), attrs))
     else:
         unary_rows((code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, entries[e, E_MODE1],
@@ -412,7 +415,7 @@ def _binary_scratch(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, osn, v0,
     gather_tile(a, ab, asm, asn, v0, v1, sa, t1, t1)
     gather_tile(b, bb, bsm, bsn, v0, v1, sb, t1, t1)
     zip_right(code, sa, sb, t0 * t1 if full else (v0 - 1) * t1 + v1)
-    scatter_tile(o, ob, osm, osn, v0, v1, sa, t1)
+    scatter_tile(o, ob, osm, osn, v0, v1, sa, t1, np.int64(0))
 
 
 @njit(cache=True)
@@ -1049,23 +1052,24 @@ unary_run = UNARY_RUNS.call
 binary_run = BINARY_RUNS.call
 
 
-def _unary_tile_signature(dt, middle):
+def _unary_tile_signature(dt, full):
     """(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, *middle, a0, a1, [full,] attrs) of
-    ``_unary_rows`` (middle: mode1, t1, w1) and ``_unary_scratch`` (t0, t1; then full)."""
+    ``_unary_rows`` (middle: mode1, t1, w1) and ``_unary_scratch`` (``full``: middle t0,
+    t1, pf; then the flag full)."""
     i64 = types.int64
     x, o, _, _, attrs = unary_signature(dt)
     c = getattr(types, compute(dt))
-    head = (i64, x, i64, i64, i64, o, i64, i64, i64, i64, i64) + (i64,) * middle + (c, c)
-    return head + ((attrs,) if middle == 3 else (types.boolean, attrs))
+    head = (i64, x, i64, i64, i64, o, i64, i64, i64, i64, i64) + (i64,) * 3 + (c, c)
+    return head + ((types.boolean, attrs) if full else (attrs,))
 
 
 #: a run's rows and scratch tiles reached by address: compiled once, not optimized and
 #: generated again inside the run (unary float32 first compile, fresh caches, alternating:
 #: 10.3-11.6 -> 9.4-10.5 s)
 UNARY_ROWS = Link("elementwise.unary_rows", lambda: _unary_rows,
-                  lambda dt: _unary_tile_signature(dt, 3), _UNARY_DTYPES)
+                  lambda dt: _unary_tile_signature(dt, False), _UNARY_DTYPES)
 UNARY_SCRATCH = Link("elementwise.unary_scratch", lambda: _unary_scratch,
-                     lambda dt: _unary_tile_signature(dt, 2), _UNARY_DTYPES)
+                     lambda dt: _unary_tile_signature(dt, True), _UNARY_DTYPES)
 unary_rows = UNARY_ROWS.call
 unary_scratch = UNARY_SCRATCH.call
 #: functions each driver of this module reaches by address: drivers.get fills their slots first

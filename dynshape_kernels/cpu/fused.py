@@ -224,7 +224,7 @@ def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, 
         return
     gather_tile(x, xb, xsm, xsn, v0, v1, buf, t1, t1)
     apply_steps_range(prog, 0, nsteps, pattrs, buf, 0, t1, v0, v1, r0, r1, 0, sides, sgeo)
-    scatter_tile(o, ob, osm, osn, v0, v1, buf, t1)
+    scatter_tile(o, ob, osm, osn, v0, v1, buf, t1, np.int64(0))
 
 
 @njit(inline="always")
@@ -264,7 +264,7 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
                             eps)
                 apply_steps_range(prog, split, nsteps, pattrs, ob, 0, n, nr, n, r, 0, 0, sides,
                                   sgeo)
-                scatter_tile(o, ob0 + r * osm, osm, osn, nr, n, ob, n)
+                scatter_tile(o, ob0 + r * osm, osm, osn, nr, n, ob, n, np.int64(0))
             else:
                 for k in range(nr):
                     a, e = _reduce_block(code, x, xr + k * xsm, n, _sum_zero(x), load(x[0]),
@@ -293,7 +293,7 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
                     _row_op(code, src[k * n:(k + 1) * n], ob[k * n:(k + 1) * n], eps)
                 apply_steps_range(prog, split, nsteps, pattrs, ob, 0, n, nr, n, r, 0, 0, sides,
                                   sgeo)
-                scatter_tile(o, ob0 + r * osm, osm, osn, nr, n, ob, n)
+                scatter_tile(o, ob0 + r * osm, osm, osn, nr, n, ob, n, np.int64(0))
             else:
                 for k in range(nr):
                     a, e = _reduce_block(code, src, k * n, n, _sum_zero(x), load(x[0]),
@@ -323,7 +323,8 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
                     w = min(CHUNK, n - c0)
                     apply_steps_range(prog, split, nsteps, pattrs, ob, c0, w, 1, w, r, c0, 0,
                                       sides, sgeo)
-                scatter_tile(o, ob0 + r * osm, osm, osn, np.int64(1), n, ob, n)
+                scatter_tile(o, ob0 + r * osm, osm, osn, np.int64(1), n, ob, n,
+                             np.int64(0))
             elif is_sum:
                 _store_sum(o, oi_out, of_out, ob0 + r * osm, racc, code == MEAN, n)
             else:

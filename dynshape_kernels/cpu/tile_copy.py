@@ -75,9 +75,19 @@ def gather_tile(x, xb, xsm, xsn, v0, v1, buf, pitch, ahead):
 
 
 @njit(cache=True)
-def scatter_tile(o, ob, osm, osn, v0, v1, buf, pitch):
-    """Write the valid region of ``buf`` to a strided output tile (the inverse of gather)."""
-    if osn == 1:
+def scatter_tile(o, ob, osm, osn, v0, v1, buf, pitch, pf):
+    """Write the valid region of ``buf`` to a strided output tile (the inverse of gather).
+    ``pf`` > 0 (unit-stride output rows only): each row first prefetches its ``v1``
+    elements ``pf`` further on, which the next tile to the right writes (see
+    ``transpose_tile``'s ``dst_ahead``); in a loop of its own, so the plain rows keep theirs."""
+    if osn == 1 and pf > 0:
+        for r in range(v0):
+            prefetch_span(o, ob + r * osm + pf, v1)
+            d = o[ob + r * osm:ob + r * osm + v1]
+            sv = buf[r * pitch:r * pitch + v1]
+            for c in range(v1):
+                d[c] = sv[c]
+    elif osn == 1:
         for r in range(v0):
             d = o[ob + r * osm:ob + r * osm + v1]
             sv = buf[r * pitch:r * pitch + v1]

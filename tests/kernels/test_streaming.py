@@ -99,27 +99,33 @@ _NP = {"add": "add", "sub": "subtract", "mul": "multiply"}
 
 
 @given(rows=st.integers(60, 300), cols=st.integers(60, 300), gap=st.integers(0, 40),
-       dtype=st.sampled_from(COPY_DTYPES), which=st.sampled_from(("a", "b", "both", "copy")),
+       dtype=st.sampled_from(COPY_DTYPES),
+       which=st.sampled_from(("a", "b", "both", "copy", "exp", "relu")),
        op=st.sampled_from(("add", "sub", "mul", "maximum")), seed=st.integers(0, 2**16))
 def test_transposed_tiles_prefetching_the_next_tile_stay_right(stream_all, rows, cols, gap,
                                                                dtype, which, op, seed):
     """A large output (here: every output) has its transposed tiles prefetch the next
-    tile's rows: of the output and of the operands read in place (``_zip_tiles``'s and
-    ``transpose_tile``'s ``pf`` / ``dst_ahead``), past the output's last tile too. The
-    results are NumPy's and nothing outside the output view changes."""
+    tile's rows: of the output and of the operands read in place (``_zip_tiles``'s,
+    ``transpose_tile``'s and ``scatter_tile``'s ``pf`` / ``dst_ahead``), past the output's
+    last tile too. The results are NumPy's and nothing outside the output view changes."""
     rng = np.random.default_rng(seed)
-    if dtype not in DTYPES:
+    if dtype not in DTYPES or (which == "exp" and np.dtype(dtype).kind != "f"):
         which = "copy"
     base_a = _values(rng, (cols, rows), dtype)
     base_b = _values(rng, (cols, rows), dtype)
-    a = base_a.T if which in ("a", "both", "copy") else np.ascontiguousarray(base_a.T)
+    a = (base_a.T if which in ("a", "both", "copy", "exp", "relu")
+         else np.ascontiguousarray(base_a.T))
     b = base_b.T if which in ("b", "both") else np.ascontiguousarray(base_b.T)
     sentinel = np.array(3, dtype=dtype)
     buf = np.full((rows, cols + gap), sentinel, dtype=dtype)
     out = buf[:, :cols]
-    if which == "copy":
-        dynshape.run("copy", a, out=out)
-        ref = a
+    if which in ("copy", "relu"):
+        dynshape.run(which, a, out=out)
+        ref = a if which == "copy" else np.maximum(a, 0)
+    elif which == "exp":
+        dynshape.run("exp", a, out=out)
+        ref = out.copy()                          # the op's own values, computed unfused
+        dynshape.run("exp", np.ascontiguousarray(a), out=ref)
     else:
         dynshape.run(op, a, b, out=out)
         with np.errstate(over="ignore"):

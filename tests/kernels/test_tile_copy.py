@@ -100,7 +100,7 @@ def _check(rng, dtype, v0, v1, r0, c0, extra_pitch):
     assert (rows[:, v1:] == SENTINEL).all() and (buf[v0 * pitch:] == SENTINEL).all()
 
     out = np.full(m * n, SENTINEL, dtype=dtype)     # a transposed output: strides (1, m)
-    scatter_tile(out, r0 + c0 * m, 1, m, v0, v1, buf, pitch)
+    scatter_tile(out, r0 + c0 * m, 1, m, v0, v1, buf, pitch, np.int64(0))
     got = out.reshape(n, m).T
     np.testing.assert_array_equal(got[r0:r0 + v0, c0:c0 + v1], want)
     outside = np.ones(got.shape, bool)
@@ -124,6 +124,24 @@ def test_prefetching_the_next_tile_changes_no_item(ahead, dst_ahead):
     transpose_tile(base.reshape(-1), r0 + c0 * m, m, out.reshape(-1), r0 * n + c0, n,
                    v0, v1, ahead, dst_ahead)
     np.testing.assert_array_equal(out[r0:r0 + v0, c0:c0 + v1], base.T[r0:r0 + v0, c0:c0 + v1])
+    outside = np.ones(out.shape, bool)
+    outside[r0:r0 + v0, c0:c0 + v1] = False
+    assert (out[outside] == SENTINEL).all()
+
+
+@pytest.mark.parametrize("pf", [0, 29, 10**9, -10**9],
+                         ids=["none", "next tile", "far past the end", "before the start"])
+def test_scattering_rows_that_prefetch_the_next_tile_changes_no_item(pf):
+    """``scatter_tile``'s ``pf`` on unit-stride output rows: each row prefetches the next
+    tile's part of it (past the array's end for the last tiles), and the tile's items land
+    exactly where they did, nothing outside the tile written."""
+    rng = np.random.default_rng(7)
+    m, n, r0, c0, v0, v1, pitch = 40, 90, 5, 33, 31, 29, 35
+    buf = _values(rng, v0 * pitch, np.float32)
+    out = np.full((m, n), SENTINEL, np.float32)
+    scatter_tile(out.reshape(-1), r0 * n + c0, n, 1, v0, v1, buf, pitch, np.int64(pf))
+    want = buf.reshape(v0, pitch)[:, :v1]
+    np.testing.assert_array_equal(out[r0:r0 + v0, c0:c0 + v1], want)
     outside = np.ones(out.shape, bool)
     outside[r0:r0 + v0, c0:c0 + v1] = False
     assert (out[outside] == SENTINEL).all()
