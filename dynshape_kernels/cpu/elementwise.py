@@ -1052,15 +1052,15 @@ unary_run = UNARY_RUNS.call
 binary_run = BINARY_RUNS.call
 
 
-def _unary_tile_signature(dt, full):
+def _unary_tile_signature(dt, scratch):
     """(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, *middle, a0, a1, [full,] attrs) of
-    ``_unary_rows`` (middle: mode1, t1, w1) and ``_unary_scratch`` (``full``: middle t0,
-    t1, pf; then the flag full)."""
+    ``_unary_rows`` (middle: mode1, t1, w1) or, when ``scratch``, of ``_unary_scratch``
+    (middle: t0, t1, pf; then the flag full)."""
     i64 = types.int64
     x, o, _, _, attrs = unary_signature(dt)
     c = getattr(types, compute(dt))
     head = (i64, x, i64, i64, i64, o, i64, i64, i64, i64, i64) + (i64,) * 3 + (c, c)
-    return head + ((types.boolean, attrs) if full else (attrs,))
+    return head + ((types.boolean, attrs) if scratch else (attrs,))
 
 
 #: a run's rows and scratch tiles reached by address: compiled once, not optimized and
