@@ -97,6 +97,14 @@ def _streaming(common, at):
 
 
 @njit(inline="always")
+def _ahead(common, at, t1):
+    """How far on a transposed tile prefetches its rows (its next tile, to the right, starts
+    ``t1`` elements on): ``t1`` for an output larger than the last-level cache (the store
+    block's flag at ``at``), else 0 (in cache the prefetches only cost instructions)."""
+    return t1 if _streaming(common, at) else np.int64(0)
+
+
+@njit(inline="always")
 def stream_span(ov, w):
     """``(g, e)``: the elements of the unit-stride ``ov`` that stream in blocks of ``w``,
     from its first line start ``g`` to the end ``e`` of its last whole block (the rest
@@ -322,17 +330,13 @@ def _unary_entry(x, o, common, entries, e, oi, attrs):
         unary_scratch((code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, np.int64(0),
                         a0, a1, np.bool_(True), attrs))
     elif t0 > 1 and code == IDENTITY and xsm == 1 and osn == 1:   # transposed copies go
-        # straight, no tile buffer; the next tile's output rows prefetched only for an
-        # output larger than the last-level cache (as _binary_entry's)
-        transpose_tile(x, xb, xsn, o, ob, osm, v0, v1, t1,
-                       t1 if _streaming(common, _STREAM_AT_UNARY) else np.int64(0))
+        transpose_tile(x, xb, xsn, o, ob, osm, v0, v1, t1,       # straight, no tile buffer
+                       _ahead(common, _STREAM_AT_UNARY, t1))
     elif t0 > 1 and code == IDENTITY and xsn == 1 and osm == 1:
         transpose_tile(x, xb, xsm, o, ob, osn, v1, v0, np.int64(0), np.int64(0))
     elif t0 > 1 and (xsn != 1 or osn != 1):
-        # the next tile's output rows prefetched for a large output, as the copies'
         unary_scratch((code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1,
-                        t1 if _streaming(common, _STREAM_AT_UNARY) else np.int64(0), a0, a1,
-                        np.bool_(False), attrs))
+                        _ahead(common, _STREAM_AT_UNARY, t1), a0, a1, np.bool_(False), attrs))
     else:
         unary_rows((code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, entries[e, E_MODE1],
                      t1, w1, a0, a1, attrs))
@@ -503,10 +507,8 @@ def _binary_entry(a, b, o, common, entries, e, oi):
                         np.bool_(False))
         return
     if t0 > 1 and (asn > 1 or asn < 0 or bsn > 1 or bsn < 0):
-        # the next tile's rows prefetched only for an output larger than the last-level
-        # cache (the store block's flag): in cache, the prefetches only cost instructions
         _binary_gathered(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, v0, v1, t0, t1,
-                         t1 if _streaming(common, _STREAM_AT_BINARY) else np.int64(0))
+                         _ahead(common, _STREAM_AT_BINARY, t1))
         return
     mode1 = entries[e, E_MODE1]
     split = t1 - w1 if (mode1 == VARIABLE_PARTIAL and v1 >= t1 - w1) else 0
