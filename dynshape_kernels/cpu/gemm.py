@@ -86,7 +86,7 @@ _slots_for = matmul_slots
 # --------------------------------------------------------------------------
 # epilogue
 # --------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _epilogue(ws_c, ldc, mv, nv, c_buf, c_off, c_rs, c_cs, alpha, beta,
               cin_buf, cin_off, cin_rs, cin_cs, bias_buf, bias_off, bias_s,
               has_bias, act, m0, n0, bt, prog, pattrs, sides, sgeo):
@@ -198,11 +198,11 @@ def _tile_dot(m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf, i
         b_state[5] = K
     else:
         b_state[0] = 0
-    _epilogue(ws_c, ldc, mv, nv, c_buf, c_off + bt * c_bs + m0 * c_rs + n0 * c_cs,
+    epilogue((ws_c, ldc, mv, nv, c_buf, c_off + bt * c_bs + m0 * c_rs + n0 * c_cs,
               c_rs, c_cs, alpha, beta,
               cin_buf, cin_off + bt * cin_bs + m0 * cin_rs + n0 * cin_cs, cin_rs, cin_cs,
               bias_buf, bias_off + n0 * bias_s, bias_s, has_bias, act,
-              m0, n0, bt, prog, pattrs, sides, sgeo)
+              m0, n0, bt, prog, pattrs, sides, sgeo))
 
 
 # --------------------------------------------------------------------------
@@ -312,10 +312,10 @@ def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf,
         b_state[0] = 0
     if direct_c:
         return
-    _epilogue(ws_c, ldc, mv, nv, c_buf, c0, c_rs, c_cs, alpha, beta,
+    epilogue((ws_c, ldc, mv, nv, c_buf, c0, c_rs, c_cs, alpha, beta,
               cin_buf, cin_off + bt * cin_bs + m0 * cin_rs + n0 * cin_cs, cin_rs, cin_cs,
               bias_buf, bias_off + n0 * bias_s, bias_s, has_bias, act,
-              m0, n0, bt, prog, pattrs, sides, sgeo)
+              m0, n0, bt, prog, pattrs, sides, sgeo))
 
 
 def matmul_driver(table, M, N, K, boffs,
@@ -430,10 +430,27 @@ def _thread_signature(dtype):
 #: call, so its four levels (parfor body, two wrappers, driver) do not optimize and generate
 #: the tiles' code again
 THREADS = Link("matmul.thread_tiles", lambda: _thread_tiles, _thread_signature, DTYPES)
+
+
+def _epilogue_signature(dtype):
+    """The argument types of ``_epilogue`` for the driver of ``dtype``: the accumulator tile
+    (compute dtype), then the driver's output, input-C, bias and step-program arguments."""
+    sig = matmul_signature(dtype)
+    i64 = types.int64
+    acc = types.Array(getattr(types, compute(dtype)), 1, "C")
+    tab, out, buf, pattrs, sides = sig[0], sig[11], sig[5], sig[25], sig[26]
+    return ((acc, i64, i64, i64, out, i64, i64, i64, types.float64, types.float64,
+             buf, i64, i64, i64, buf) + (i64,) * 7 + (tab, pattrs, sides, tab))
+
+
+#: a tile's epilogue reached by address: compiled once, not optimized and generated again
+#: inside ``_thread_tiles`` (the activation and the step interpreter's call with it)
+EPILOGUE = Link("matmul.epilogue", lambda: _epilogue, _epilogue_signature, DTYPES)
+epilogue = EPILOGUE.call
 #: functions the driver reaches by address: drivers.get fills their slots first
 #: the per-thread function, filled before the driver loads; the step interpreter runs only a
 #: fused sequence's epilogue, so a plain matmul loads (or compiles) without it
-LINKS = (THREADS,)
+LINKS = (EPILOGUE, THREADS)
 ON_DEMAND = (STEPS,)
 thread_tiles = THREADS.call
 
