@@ -223,3 +223,54 @@ def test_module_entry_point_runs_a_command():
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "max_pool2d" in r.stdout and "avg_pool2d" in r.stdout
+
+
+def _stand_in_child(tmp_path, fail_on=None):
+    """A child that answers each job at once (``ready family dtype 0.01``, or dies on
+    ``fail_on``), writes its pid, and once its stdin closes waits for the file ``release``
+    (20 s at most) before it exits."""
+    return (f"import os, sys, time\n"
+            f"open(os.path.join({str(tmp_path)!r}, str(os.getpid())), 'w').close()\n"
+            f"for line in sys.stdin:\n"
+            f"    fam, dt = line.strip().split(':')\n"
+            f"    if fam == {fail_on!r}:\n"
+            f"        print('cannot compile', fam, flush=True)\n"
+            f"        sys.exit(3)\n"
+            f"    print('ready', fam, dt, '0.01', flush=True)\n"
+            f"for _ in range(400):\n"
+            f"    if os.path.exists(os.path.join({str(tmp_path)!r}, 'release')):\n"
+            f"        break\n"
+            f"    time.sleep(0.05)\n")
+
+
+def test_parallel_warming_loads_each_driver_as_its_child_ends_and_does_not_wait_for_exit(
+        tmp_path, monkeypatch):
+    """The parent loads each driver as soon as a child reports it compiled (while the other
+    jobs run), and returns once the last job is done: the children, still alive then,
+    exit on their own. A child that dies raises an error carrying its output."""
+    import os
+    import time
+    from dynshape import warming
+    pairs = [("unary", "float32"), ("binary", "float32"), ("pool", "float32")]
+    monkeypatch.setattr(warming, "_CHILD", _stand_in_child(tmp_path))
+    loaded = []
+    done = warming._compile_in_children(pairs, 2, None, time.perf_counter(), len(pairs),
+                                        epilogues=False, loaded=lambda *p: loaded.append(p))
+    pids = [int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()]
+    try:
+        assert len(pids) == 2
+        for pid in pids:
+            os.kill(pid, 0)          # still alive: the parent did not wait for them to exit
+    finally:
+        (tmp_path / "release").touch()
+    assert sorted(loaded) == sorted(pairs)
+    assert [(f, d) for f, d, _, _ in done] == loaded
+    assert all(compiled for *_, compiled in done)
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "release").touch()
+    monkeypatch.setattr(warming, "_CHILD", _stand_in_child(bad, fail_on="binary"))
+    with pytest.raises(RuntimeError, match="cannot compile binary"):
+        warming._compile_in_children(pairs, 2, None, time.perf_counter(), len(pairs),
+                                     epilogues=False, loaded=lambda *p: None)
