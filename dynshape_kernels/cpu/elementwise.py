@@ -291,7 +291,21 @@ def _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, pf, a
                    attrs):
     """A tile through a scratch copy: DISCARD tails (``full``: the whole zero-padded tile is
     computed, the invalid part dropped) and 2-D tiles with strided columns (valid part only).
-    ``pf`` > 0: the output rows prefetch the next tile's (``scatter_tile``)."""
+    ``pf`` > 0: the output rows prefetch the next tile's (``scatter_tile``).
+
+    A transposed source into unit-stride output rows (relu(a.T)) takes no scratch tile: it is
+    transposed straight into the output (as a copy), then the op runs on the output's rows
+    in place while they are in cache (the tile's gather and scatter were two more passes
+    over it). 3187 x 9431 float32, 2 threads, medians of blocks, old and new builds
+    alternating: relu 12.0-12.6 -> 9.3-11.0 ms, exp 14.4-14.9 -> 10.5-12.3 ms; 581 x 1723
+    (in cache) unchanged within noise; unary float32 first compile unchanged (10.3-10.9 s)."""
+    if not full and xsm == 1 and osn == 1:
+        transpose_tile(x, xb, xsn, o, ob, osm, v0, v1, t1, pf)
+        for r in range(v0):
+            row = o[ob + r * osm:ob + r * osm + v1]
+            if not lookup_map(attrs, row, row, v1):
+                map_inplace(code, row, v1, a0, a1)
+        return
     buf = np.zeros(t0 * t1, dtype=o.dtype) if full else np.empty(t0 * t1, dtype=o.dtype)
     gather_tile(x, xb, xsm, xsn, v0, v1, buf, t1, t1)
     n = t0 * t1 if full else (v0 - 1) * t1 + v1
