@@ -18,6 +18,7 @@ import threading
 import time
 
 import numpy as np
+from dynshape_kernels import compile_child
 from dynshape_kernels.catalog import CATALOG
 
 from dynshape.errors import SettingError
@@ -82,7 +83,7 @@ _COMPILE_COST = {"unary": 8.5, "copy": 4, "binary": 15, "reduce": 13.5, "rowwise
 #: job sets up to this size are ordered by trying every order (720 simulations at most)
 _EXACT_JOBS = 6
 #: the pseudo-family of a child's job that compiles the step interpreter of a dtype
-STEPS = "steps"
+STEPS = compile_child.STEPS
 
 
 def warm(families=None, dtypes=None, progress=None, *, pairs=None, processes=1,
@@ -340,27 +341,6 @@ def _relay(proc, lines):
     lines.put(("eof", proc, ""))
 
 
-# what a child runs: ``python -m dynshape.warming`` would import this module twice (once
-# as a part of the package, once as __main__), which runpy warns about
-_CHILD = "import sys; from dynshape.warming import _child; _child(sys.stdin)"
-
-
-def _child(lines):
-    """Entry point of a compiling child: load or compile each job ``family:dtype`` it reads
-    (one per line, from the parent), and say ``ready family dtype seconds`` after each."""
-    from dynshape_kernels import drivers
-
-    import dynshape  # noqa: F401  (registers every family's driver)
-    from dynshape_kernels.cpu import step_link
-    for line in lines:
-        fam, dt = line.strip().split(":")
-        t = time.perf_counter()
-        if fam == STEPS:
-            step_link.STEPS.ensure(dt)
-        else:
-            drivers.get(fam, dt)
-        print(f"ready {fam} {dt} {time.perf_counter() - t:.2f}", flush=True)
-
-
-if __name__ == "__main__":
-    _child(sys.argv[1:] or sys.stdin)
+# what a child runs (``dynshape_kernels.compile_child``: the kernel library without the rest
+# of dynshape, which a child does not use)
+_CHILD = "import sys; from dynshape_kernels.compile_child import main; main(sys.stdin)"
