@@ -287,6 +287,7 @@ def test_a_compiling_child_imports_the_kernel_library_only_unless_a_package_is_n
     assert compile_child.PACKAGE_ENV == load.ENV
     probe = _CHILD.replace("main(sys.stdin)", "main([]); print(sorted(m for m in sys.modules "
                                               "if m.split('.')[0] == 'dynshape'))")
+    assert probe != _CHILD           # the probe runs no job (it would read this stdin)
     env = {k: v for k, v in os.environ.items() if k != load.ENV}
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          env=env, check=True).stdout
