@@ -298,7 +298,10 @@ def _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, pf, a
     in place while they are in cache (the tile's gather and scatter were two more passes
     over it). 3187 x 9431 float32, 2 threads, medians of blocks, old and new builds
     alternating: relu 12.0-12.6 -> 9.3-11.0 ms, exp 14.4-14.9 -> 10.5-12.3 ms; 581 x 1723
-    (in cache) unchanged within noise; unary float32 first compile unchanged (10.3-10.9 s)."""
+    (in cache) unchanged within noise; unary float32 first compile unchanged (10.3-10.9 s).
+    That path lives here, not beside the copies' in _unary_entry, because this function is
+    reached by address and already holds the op switch and the lookup read: in the run,
+    map_inplace would be compiled and optimized once more."""
     if not full and xsm == 1 and osn == 1:
         transpose_tile(x, xb, xsn, o, ob, osm, v0, v1, t1, pf)
         for r in range(v0):
