@@ -5,6 +5,10 @@ mpmath (40 significant digits) and printed lowest-degree-first, as float64
 ``repr`` strings.  The float32 kernels use the same fits with a lower degree,
 rounded to float32 at import time.
 
+float32 gelu's rational (``_GELU32_*``) is a minimax fit instead (differential correction,
+linear programs solved by SciPy, which this tool then needs), its float32-rounded
+coefficients refitted so that rounding costs as little as it can.
+
 Run:  python tools/fit_mathfuncs_coeffs.py
 The printed "err" column is mpmath's estimate of the max abs error of the
 interpolant of the *fitted* function (not of the final kernel; see the
