@@ -153,13 +153,13 @@ How it works
 * gelu_erf, float32: a single erfc(a), a = |x|/sqrt(2), serves both signs
   (w = |x|*erfc(a)/2; gelu = x - w for x >= 0, -w below), as
   erfc(a)/2 = exp(-x^2/2) * R(|x|) with a rational R = p/((c|x| + b)p + n)
-  (p of degree 4, n of degree 3, one division; fitted by
-  ``tools/fit_mathfuncs_coeffs.py``, 4.1e-8 relative with its float32
-  coefficients).  Written this way, p's rounding cancels to first order where
-  the c|x|p term dominates the denominator, and no coefficient rounding
-  enters near x = 0 beyond the fit's own.  -x^2/2 is carried exactly (FMA
-  product), exp's integer k is read from its shifter sum and the power of two
-  is applied last.  About 30 vector instructions, against ~45 for the former
+  (p of degree 4, n of degree 3, one division; a minimax fit by
+  ``tools/fit_mathfuncs_coeffs.py``, 2.6e-8 relative, and 4.1e-8 with its
+  float32 coefficients, refitted after rounding).  Written this way, the
+  rounding of p's evaluation cancels to first order where the c|x|p term
+  dominates the denominator.  -x^2/2 is carried exactly (FMA product), exp's
+  integer k is read from its shifter sum and the power of two is applied
+  last.  About 30 vector instructions, against ~45 for the former
   form (erfc's t = 2/(2+a) with its rounding compensated and a degree-10
   exponent polynomial) and ~70 for float64's fully compensated form.
 * gelu_tanh: z = 2*sqrt(2/pi)*(x + 0.044715x^3) computed as a double-word
