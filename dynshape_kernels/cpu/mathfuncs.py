@@ -877,7 +877,7 @@ def _build(ft):
         xa = _fabs(x)
         xa = _select(xa > ERFC_XMAX_X, ERFC_XMAX_X, xa)
         h, l = two_prod(xa, -HALF * xa)                        # h + l = -x^2/2
-        y = _fmuladd(h + l, LOG2E, SHIFTER)
+        y = _fmuladd(h, LOG2E, SHIFTER)                        # k from h: |l| < 7e-6
         kf = y - SHIFTER
         r = _fmuladd(kf, -LN2_HI, h)                           # exact
         r = _fmuladd(kf, -LN2_LO, r + l)
@@ -885,7 +885,13 @@ def _build(ft):
         p = gelu_p(xa)
         rr = p / _fmuladd(_fmuladd(xa, GELU_C, GELU_B), p, gelu_n(xa))
         m = _fmuladd(rr, q, rr)
-        w = ((xa * m) * _pow2_shifted(y, 64)) * TWO_M64
+        # w = xa*m*2^k rounded once (results in the denormal range too): one vscalef, or
+        # an exact scaling by 2^(k+64) and a rounding one by 2^-64 (the same bits; _ldexp2's
+        # own fallback is exact only for a first factor in [0.5, 2))
+        if HAS_SCALEF:
+            w = _ldexp2(xa * m, kf)
+        else:
+            w = ((xa * m) * _pow2_shifted(y, 64)) * TWO_M64
         res = _select(x >= ZERO, x - w, -w)            # keeps -0.0; nan stays nan
         return _select(x == NEG_INF, NAN, res)        # -inf * 0 = nan
 
