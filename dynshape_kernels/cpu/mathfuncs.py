@@ -158,8 +158,9 @@ How it works
   float32 coefficients, refitted after rounding).  Written this way, the
   rounding of p's evaluation cancels to first order where the c|x|p term
   dominates the denominator.  -x^2/2 is carried exactly (FMA product), exp's
-  integer k is read from its shifter sum and the power of two is applied
-  last.  About 30 vector instructions, against ~45 for the former
+  k is taken from its high part, and the power of two is applied last (one
+  vscalef with AVX-512F, else two scalings: the same bits).  About 28 vector
+  instructions, against ~45 for the former
   form (erfc's t = 2/(2+a) with its rounding compensated and a degree-10
   exponent polynomial) and ~70 for float64's fully compensated form.
 * gelu_tanh: z = 2*sqrt(2/pi)*(x + 0.044715x^3) computed as a double-word
@@ -183,7 +184,7 @@ expressions; float64 exp 5.4 (NumPy 9.9), log 6.8 (9.3), tanh 6.8 (10.4).
 erf/gelu_erf (no NumPy equivalent): float32 8 / 13 ms, float64 27 / 29 ms
 (float32 gelu_erf since its single-erfc form: 9.1 ms where the previous form
 took 16.6 on an EPYC Zen 4 core; PyTorch's own gelu 5.2 ms, at 1755 ulp for
-x >= -3 and no relative accuracy below -5).  Its rational form: 0.564 ns/element
+x >= -3 and no relative accuracy below -5).  Its rational form: 0.519 ns/element
 in L1 on one EPYC core where the single-erfc form took 0.904 (exp: 0.252).
 The same loop calling ``np.exp`` / ``math.erf`` in Numba (scalar libm) takes
 20-200 ms.  At 1e7 float32 elements exp/log/tanh are close to the memory
