@@ -13,7 +13,8 @@ import time
 
 #: the job family of a dtype's step interpreter (``cpu.step_link.STEPS``)
 STEPS = "steps"
-#: the variable naming a kernel package to load (``dynshape.packages.load.ENV``)
+#: the variable naming a kernel package to load (``dynshape.packages.manifest.ENV`` is
+#: this name: the one place it is spelled)
 PACKAGE_ENV = "DYNSHAPE_PACKAGE"
 
 

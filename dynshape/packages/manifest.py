@@ -7,13 +7,14 @@ import os
 import sys
 
 from dynshape_kernels import cache_locator
+from dynshape_kernels.compile_child import PACKAGE_ENV
 
 from dynshape.errors import DynshapeError
 
 FORMAT = 1
 MANIFEST = "manifest.json"
 CACHE = "cache"
-ENV = "DYNSHAPE_PACKAGE"
+ENV = PACKAGE_ENV                       # read by compiling children too, before dynshape
 ENV_ALLOW_COMPILE = "DYNSHAPE_PACKAGE_ALLOW_COMPILE"
 ENV_ALLOW_UNSIGNED = "DYNSHAPE_PACKAGE_ALLOW_UNSIGNED"
 SIGNATURE = "signature.json"           # dynshape.packages.signing.SIGNATURE (not imported at start)
