@@ -228,6 +228,7 @@ import llvmlite.binding as _llvm
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
+from .vector_width import _target_has_avx512f
 
 __all__ = [
     "exp", "expm1", "log", "log1p", "tanh", "sigmoid", "silu", "erf", "erfc",
@@ -251,17 +252,6 @@ def _host_has_fma():
     except Exception:  # pragma: no cover - feature query not available
         pass
     return platform.machine().lower() in ("aarch64", "arm64", "ppc64le", "s390x")
-
-
-def _target_has_avx512f():
-    """True if Numba generates code for a CPU with AVX-512F (its codegen key, which honours
-    ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``; a kernel package's machine is part of it)."""
-    try:
-        from numba.core.registry import cpu_target
-        features = cpu_target.target_context.codegen().magic_tuple()[2]
-    except Exception:  # pragma: no cover - codegen not available
-        return False
-    return "+avx512f" in features.split(",")
 
 
 #: True if ``llvm.ldexp`` is one instruction per vector (AVX-512F's ``vscalef``), which

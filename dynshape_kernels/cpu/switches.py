@@ -17,14 +17,16 @@ NumPy's error model (x/0 gives inf or nan). ``generated_source(kind)`` shows the
 """
 import math
 
-from numba import types
+from numba import njit, types
 from numba.extending import overload
 
 from . import mathfuncs
 from .half import narrow16, narrowbf, widen16, widenbf
 from .scalar_ops import BINARY_SCALARS, UNARY_SCALARS, int_pow, relu, vmax, vmin
 from .streaming import stream_block
-from ..abi.switch_source import KINDS, binary_cases, renamed, switch_source, unary_cases
+from .vector_width import wide_vectors
+from ..abi.switch_source import KINDS, binary_cases, renamed, unary_cases
+from ..abi.switch_source import switch_source as _switch_source
 from ..abi.vocabulary import ADD, CLIP, IDENTITY, MUL, RELU, SUB
 
 #: unary switches: name -> (parameters, the element ``v``: an array's load or a parameter,
@@ -204,18 +206,42 @@ def _block_period_body(loads, narrow):
     return body
 
 
+def _heavy(expr):
+    """Whether an op's scalar expression calls a math function (exp, tanh, gelu...): its loop
+    is compute-bound, and 512-bit vectors pay (``cpu.vector_width``); a cheap op's loop is
+    bound by memory or L2, where zmm loads that cross cache lines made relu slower."""
+    return "mathfuncs." in expr
+
+
 def generated_source(kind):
-    """The Python source of every CPU switch for one kind of element type (``KINDS``)."""
+    """The Python source of every CPU switch for one kind of element type (``KINDS``).
+
+    A loop switch with ops that call a math function also gets ``<name>_wide``, which holds
+    those ops' loops and starts with ``wide_vectors()`` (``cpu.vector_width``: 512-bit
+    vectors where the target has them); the switch's case for such an op calls it. So each
+    op's loop is compiled once, the transcendentals' on wide vectors, the cheap ops' (relu,
+    add...) as LLVM chooses."""
+    def switch_source(name, params, cases, body, preamble=()):
+        heavy = [c for c in cases if _heavy(c[1])]
+        if not heavy:
+            return _switch_source(name, params, cases, body, preamble)
+        call = [f"{name}_wide({params})"]
+        return "\n\n".join([
+            _switch_source(f"{name}_wide", params, heavy, body, ["wide_vectors()", *preamble]),
+            _switch_source(name, params, cases,
+                           lambda expr: call if _heavy(expr) else body(expr), preamble)])
     integer = kind == "integer"
     unary = unary_cases(UNARY_SCALARS, integer, "CPU")
     binary = binary_cases(BINARY_SCALARS, integer, "CPU")
     parts = []
     for name, (params, src, store) in UNARY_SWITCHES.items():
         pre, loads, put = _parts(kind, "v", [src], store)
-        parts.append(switch_source(name, params, unary, _body(loads, put, src == store), pre))
+        make = switch_source if store else _switch_source        # scalar ones: no loop
+        parts.append(make(name, params, unary, _body(loads, put, src == store), pre))
     for name, (params, sa, sb, store) in BINARY_SWITCHES.items():
         pre, loads, put = _parts(kind, "ab", [sa, sb], store)
-        parts.append(switch_source(name, params, binary, _body(loads, put, False), pre))
+        make = switch_source if store else _switch_source
+        parts.append(make(name, params, binary, _body(loads, put, False), pre))
     for name, (params, sa, sb, store, views) in ROW_SWITCHES.items():
         pre, loads, put = _parts(kind, "ab", [sa, sb], store)
         parts.append(switch_source(name, params, binary, _rows_body(views, loads, put), pre))
@@ -224,25 +250,28 @@ def generated_source(kind):
                  if c[0] in (STREAM_UNARY if len(names) == 1 else STREAM_BINARY)]
         _, loads, _ = _parts(kind, names, sources, "buf[i]")
         body = _stream_body(views, loads, KINDS[kind][1])
-        parts.append(switch_source(name, params, cases, body, ["w = buf.size"]))
+        parts.append(_switch_source(name, params, cases, body, ["w = buf.size"]))
     for name, params in STREAM_PERIOD_SWITCHES.items():
         cases = [c for c in binary if c[0] in STREAM_BINARY]
         _, loads, _ = _parts(kind, "ab", ["ar[i]", "br[i]"], "buf[i]")
         body = _stream_period_body(loads, KINDS[kind][1])
-        parts.append(switch_source(name, params, cases, body, ["w = buf.size"]))
+        parts.append(_switch_source(name, params, cases, body, ["w = buf.size"]))
     for name, params in STREAM_BLOCK_PERIOD_SWITCHES.items():
         cases = [c for c in binary if c[0] in STREAM_PERIOD_BINARY]
         _, loads, _ = _parts(kind, "ab", ["ar[i]", "br[i]"], "buf[i]")
         body = _block_period_body(loads, KINDS[kind][1])
-        parts.append(switch_source(name, params, cases, body, ["w = buf.size"]))
+        parts.append(_switch_source(name, params, cases, body, ["w = buf.size"]))
     return "\n\n".join(parts)
 
 
 def _compile_switches(kind):
     ns = {"math": math, "mathfuncs": mathfuncs, "int_pow": int_pow, "relu": relu,
           "vmax": vmax, "vmin": vmin, "widen16": widen16, "narrow16": narrow16,
-          "widenbf": widenbf, "narrowbf": narrowbf, "stream_block": stream_block}
+          "widenbf": widenbf, "narrowbf": narrowbf, "stream_block": stream_block,
+          "wide_vectors": wide_vectors}
     exec(compile(generated_source(kind), f"<dynshape cpu switches ({kind})>", "exec"), ns)
+    for name in [n for n in ns if n.endswith("_wide")]:      # called by their switches
+        ns[name] = njit(error_model="numpy")(ns[name])
     return ns
 
 

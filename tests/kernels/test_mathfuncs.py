@@ -704,8 +704,11 @@ def test_power_of_two_is_one_vscalef_per_vector():
     function."""
     import re
 
+    from dynshape_kernels.cpu.vector_width import wide_vectors
+
     @njit
     def loop(x, o):
+        wide_vectors()        # zmm also where LLVM's tuning prefers 256 bits (Intel)
         for i in range(x.size):
             o[i] = mf.exp(x[i])
 
