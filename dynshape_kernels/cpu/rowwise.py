@@ -89,6 +89,7 @@ from .tiles import make_tile_geometry
 from .borrowed import borrowed, hold
 from .prefetch import LINE_BYTES, prefetch
 from .streaming import BLOCK_BYTES, line_gap, stream_block, store_fence
+from .vector_width import wide_vectors
 
 
 # Tile shapes (rows, columns, partial window) over the kept plane, by slot: one row per call
@@ -119,6 +120,7 @@ tile_geometry = make_tile_geometry(ROWWISE_TILES)
 # ---- LANES: per-run loops over contiguous (C) or strided (A) views --------------------------
 @njit(cache=True, fastmath={"reassoc"})
 def _exp_store_sum(xv, ov, m):
+    wide_vectors()
     s = 0.0
     n = xv.shape[0]
     for k in range(0, n, SUM_BLOCK):
@@ -138,6 +140,7 @@ def _exp_store_sum_ahead(xv, ov, m, nx):
     """_exp_store_sum(xv, ov, m) that also prefetches the row ``nx`` (the next row this
     thread reads), a block's worth of lines per AHEAD_BLOCK elements: the exp pass computes
     from cache, so memory would otherwise idle until the next row's max pass asks for it."""
+    wide_vectors()
     s = 0.0
     n = xv.shape[0]
     step = max(1, LINE_BYTES // xv.itemsize)
@@ -160,6 +163,7 @@ def _exp_store_sum_ahead(xv, ov, m, nx):
 @njit(cache=True, fastmath={"reassoc"})
 def _exp_shifted(xv, mv, ov):
     """ov = exp(xv - mv), element by element (disjoint from xv)."""
+    wide_vectors()
     for i in range(xv.shape[0]):
         ov[i] = store(ov, mathfuncs.exp(load(xv[i]) - mv[i]))
 
@@ -175,6 +179,7 @@ def _softmax_joined(code, x, o, px, po, nrows, L, mv):
     once per group instead of once per row: softmax over 924 x 77 float32 rows, one thread,
     45 -> 30 ns a row, 7-element rows 27 -> 12; 2 threads 35.7 -> 20.6 us (torch 22.4).
     The same arithmetic as :func:`_contig_row` (a short row is one block of its sum)."""
+    wide_vectors()
     n = nrows * L
     for k in range(nrows):
         xv = x[px + k * L:px + (k + 1) * L]
@@ -196,6 +201,7 @@ def _exp_store_sum_inplace(ov, m):
     """_exp_store_sum(ov, ov, m) reading the one array it writes. Not that call itself: its
     two array parameters get LLVM's run-time overlap check, which sends an in-place row to
     the scalar loop (softmax over 77x30522 in place, one thread: 6.5 ms, against 1.2 ms)."""
+    wide_vectors()
     s = 0.0
     for i in range(ov.shape[0]):
         e = mathfuncs.exp(load(ov[i]) - m)
@@ -206,6 +212,7 @@ def _exp_store_sum_inplace(ov, m):
 
 @njit(cache=True, fastmath={"reassoc"})
 def _exp_sum(xv, m):
+    wide_vectors()
     s = 0.0
     n = xv.shape[0]
     for k in range(0, n, SUM_BLOCK):
