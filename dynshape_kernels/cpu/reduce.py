@@ -58,6 +58,7 @@ from .reduce_runs import (N_CHUNKS, _arg_run, _strictly_better, _sum_run,  # noq
                           red_runs, serial_work, span_arg, span_ext, span_sum, strided,
                           SERIAL_READS)
 from .half import compute_empty, is_half, load, store
+from .prefetch import prefetch_span
 from .tiles import make_tile_geometry
 from .borrowed import borrowed
 from . import reduce_split
@@ -88,6 +89,13 @@ tile_geometry = make_tile_geometry(REDUCE_TILES)
 # SHORT_SUM: runs up to this long are summed by a plain loop inside the tile loop (at most 15
 # roundings, within the documented count/16 + 16); longer ones by the vectorized _sum_run.
 SHORT_SUM = 16
+# unit-stride column walks (COLUMNS) prefetch the rows about AHEAD_BYTES ahead of the four
+# they add: the hardware prefetcher alone kept the sum over axis 1 of 457 x 255 x 257 float32
+# at 6.5 ms (torch 3.7) on an Intel host, prefetching 8-32 KB ahead at 3.3 (a plain Numba
+# loop; 2 threads); only inputs of at least AHEAD_MIN_BYTES do: over 15 x 255 x 257 (3.9 MB,
+# in cache) prefetching made the sum 10% slower
+AHEAD_BYTES = 16384
+AHEAD_MIN_BYTES = 16 << 20
 
 
 @njit(inline="always")
@@ -163,17 +171,37 @@ def _varg(acc, idx, xv, t, ismax):
         idx[j] = t if c else idx[j]
 
 
+@njit(inline="always")
+def _rows_ahead(x, v1):
+    """How many reduced rows of ``v1`` elements ahead a column walk prefetches (at least
+    the four after the four it adds), or 0: none (an input under AHEAD_MIN_BYTES)."""
+    if x.size * x.itemsize < AHEAD_MIN_BYTES:
+        return np.int64(0)
+    return max(np.int64(4), AHEAD_BYTES // max(np.int64(1), v1 * x.itemsize))
+
+
+@njit(inline="always")
+def _prefetch_rows(x, p, s, v1):
+    """Prefetch the four rows of ``v1`` elements at ``p``, ``p + s``, ... (lines past the
+    array are skipped: the walk's last rows prefetch nothing)."""
+    for r in range(4):
+        prefetch_span(x, p + r * s, v1)
+
+
 @njit(cache=True)
 def _columns_sum(x, xb, xsn, v1, common, acc):
     """acc[j] += every reduced element of column j (x[xb + j*xsn] at reduced index 0)."""
     runs, L, ndo = red_runs(common, _RB)
     s = common[_RB + R_STR + ndo]
+    ahead = _rows_ahead(x, v1) * s
     for k in range(runs):
         p0 = xb + red_offset(common, _RB, k, ndo, 0)
         i = 0
         if xsn == 1:
             while i + 4 <= L:
                 p = p0 + i * s
+                if ahead != 0:
+                    _prefetch_rows(x, p + ahead, s, v1)
                 _vadd4(acc, x[p:p + v1], x[p + s:p + s + v1], x[p + 2 * s:p + 2 * s + v1],
                        x[p + 3 * s:p + 3 * s + v1])
                 i += 4
@@ -189,12 +217,15 @@ def _columns_sum(x, xb, xsn, v1, common, acc):
 def _columns_ext(x, xb, xsn, v1, common, ismax, acc):
     runs, L, ndo = red_runs(common, _RB)
     s = common[_RB + R_STR + ndo]
+    ahead = _rows_ahead(x, v1) * s
     for k in range(runs):
         p0 = xb + red_offset(common, _RB, k, ndo, 0)
         i = 0
         if xsn == 1:
             while i + 4 <= L:
                 p = p0 + i * s
+                if ahead != 0:
+                    _prefetch_rows(x, p + ahead, s, v1)
                 _vext4(acc, x[p:p + v1], x[p + s:p + s + v1], x[p + 2 * s:p + 2 * s + v1],
                        x[p + 3 * s:p + 3 * s + v1], ismax)
                 i += 4

@@ -572,3 +572,31 @@ def test_strided_runs_reduce_in_eight_lanes(dtype):
             for op in ("max", "min"):
                 v = y[:, ::3]
                 _check(op, v, 1, False, dynshape.run(op, v, axis=1))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+@pytest.mark.parametrize("view", ["contiguous", "reversed", "column_slice"])
+def test_column_walks_that_prefetch_match_numpy(dtype, view):
+    """Inputs of at least ``AHEAD_MIN_BYTES`` take the column walks that prefetch the rows
+    ahead (``cpu.reduce``): the results are NumPy's (bit for bit for max, min and integer
+    sums), on a walk backwards (a reversed reduced axis: the rows ahead lie below) and on
+    tiles that cover part of each row."""
+    from dynshape_kernels.cpu.reduce import AHEAD_MIN_BYTES
+    rng = np.random.default_rng(7)
+    itemsize = np.dtype(dtype).itemsize
+    cols = 67
+    rows = 251
+    batch = AHEAD_MIN_BYTES // (rows * cols * itemsize) + 1
+    x = (rng.standard_normal((batch, rows, cols)) * 100).astype(dtype)
+    if view == "reversed":
+        x = x[:, ::-1, :]
+    elif view == "column_slice":
+        x = x[:, :, 3:64]
+    assert x.base is None or x.base.nbytes >= AHEAD_MIN_BYTES
+    for op in ("sum", "max", "min"):
+        got = dynshape.run(op, x, axis=1)
+        want = _reference(op, x, 1, False)
+        if op == "sum" and dtype == "float32":
+            np.testing.assert_allclose(got, want, rtol=2e-7, atol=1e-4)
+        else:
+            np.testing.assert_array_equal(got, want)
