@@ -251,11 +251,22 @@ def test_threshold_settings(monkeypatch):
     with pytest.raises(SettingError, match="DYNSHAPE_STREAM_BYTES.*byte count"):
         streaming.stream_bytes()
     monkeypatch.delenv(streaming.ENV)
-    assert streaming.stream_bytes() == streaming.last_level_cache_bytes() > 0
+    assert streaming.stream_bytes() == streaming.default_bytes() > 0
     for bad in (-1, 1.5, True, "x"):
         with pytest.raises(SettingError, match="set_stream_bytes"):
             streaming.set_stream_bytes(bad)
-    assert streaming.stream_bytes() == streaming.last_level_cache_bytes()
+    assert streaming.stream_bytes() == streaming.default_bytes()
+
+
+def test_default_threshold_is_the_cache_size_at_most_32_mib(monkeypatch):
+    """A last-level cache larger than 32 MiB (shared by many cores; a virtual machine's
+    share is small) does not raise the threshold past 32 MiB; a smaller one sets it."""
+    monkeypatch.delenv(streaming.ENV, raising=False)
+    for llc, want in ((480 << 20, 32 << 20), (32 << 20, 32 << 20), (8 << 20, 8 << 20)):
+        monkeypatch.setattr(streaming, "last_level_cache_bytes", lambda llc=llc: llc)
+        assert streaming.default_bytes() == want
+        assert streaming.stream_bytes() == want
+        assert streaming.streams(want) and not streaming.streams(want - 1)
 
 
 FUSED = ("float32", "float64", "float16")
