@@ -250,17 +250,17 @@ def generated_source(kind):
                  if c[0] in (STREAM_UNARY if len(names) == 1 else STREAM_BINARY)]
         _, loads, _ = _parts(kind, names, sources, "buf[i]")
         body = _stream_body(views, loads, KINDS[kind][1])
-        parts.append(_switch_source(name, params, cases, body, ["w = buf.size"]))
+        parts.append(switch_source(name, params, cases, body, ["w = buf.size"]))
     for name, params in STREAM_PERIOD_SWITCHES.items():
         cases = [c for c in binary if c[0] in STREAM_BINARY]
         _, loads, _ = _parts(kind, "ab", ["ar[i]", "br[i]"], "buf[i]")
         body = _stream_period_body(loads, KINDS[kind][1])
-        parts.append(_switch_source(name, params, cases, body, ["w = buf.size"]))
+        parts.append(switch_source(name, params, cases, body, ["w = buf.size"]))
     for name, params in STREAM_BLOCK_PERIOD_SWITCHES.items():
         cases = [c for c in binary if c[0] in STREAM_PERIOD_BINARY]
         _, loads, _ = _parts(kind, "ab", ["ar[i]", "br[i]"], "buf[i]")
         body = _block_period_body(loads, KINDS[kind][1])
-        parts.append(_switch_source(name, params, cases, body, ["w = buf.size"]))
+        parts.append(switch_source(name, params, cases, body, ["w = buf.size"]))
     return "\n\n".join(parts)
 
 

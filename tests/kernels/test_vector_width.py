@@ -39,7 +39,7 @@ def test_marked_loop_uses_zmm():
     assert vector_width.ATTRIBUTE in marked.inspect_llvm(marked.signatures[0])
 
 
-def test_unmarked_target_gets_no_attribute():
+def test_attribute_only_on_avx512_targets():
     """The mark is an attribute only where the target has AVX-512F; the function computes
     the same either way."""
     @njit(error_model="numpy")
