@@ -228,7 +228,7 @@ import llvmlite.binding as _llvm
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
-from .vector_width import _target_has_avx512f
+from .vector_width import target_has_avx512f
 
 __all__ = [
     "exp", "expm1", "log", "log1p", "tanh", "sigmoid", "silu", "erf", "erfc",
@@ -259,7 +259,7 @@ def _host_has_fma():
 #: scalar library call, which would stop the loop from vectorizing: two exact scalings
 #: by bit-built powers of two instead). ``DYNSHAPE_MATHFUNCS_NO_SCALEF=1`` forces the
 #: scalings (testing).
-HAS_SCALEF = _target_has_avx512f() and os.environ.get(
+HAS_SCALEF = target_has_avx512f() and os.environ.get(
     "DYNSHAPE_MATHFUNCS_NO_SCALEF", "0") in ("", "0")
 
 

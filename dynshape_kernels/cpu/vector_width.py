@@ -24,7 +24,7 @@ from numba.extending import intrinsic
 ATTRIBUTE = '"prefer-vector-width"="512"'
 
 
-def _target_has_avx512f():
+def target_has_avx512f():
     """True if Numba generates code for a CPU with AVX-512F (its codegen key, which honours
     ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``; a kernel package's machine is part of it)."""
     try:
@@ -38,7 +38,7 @@ def _target_has_avx512f():
 #: True if kernels marked with ``wide_vectors()`` get 512-bit vectors: the target has
 #: AVX-512F. (No switch turns it off: Numba's cache would keep serving the code built
 #: under the other setting.)
-WIDE = _target_has_avx512f()
+WIDE = target_has_avx512f()
 
 
 @intrinsic
