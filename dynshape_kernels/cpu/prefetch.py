@@ -44,3 +44,13 @@ def prefetch_span(arr, i, n):
     for q in range(i, end, LINE_BYTES // arr.itemsize):
         prefetch(arr, q)
     prefetch(arr, end - 1)
+
+
+@njit(inline="always")
+def prefetch_on(arr, i, n):
+    """Prefetch the lines of ``arr[i:i + n]``, one per line, with no bounds: the lines may
+    lie past ``arr``'s end (a prefetch never faults). A loop over a slice of a larger buffer
+    (a tile of a contiguous array) so prefetches what follows the slice, the next tile,
+    where :func:`prefetch_span` would stop at the slice's end."""
+    for q in range(i, i + n, LINE_BYTES // arr.itemsize):
+        prefetch(arr, q)

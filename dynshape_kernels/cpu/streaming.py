@@ -25,6 +25,11 @@ _X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
 LINE_BYTES = 64
 #: bytes of results computed per streaming block (4 lines)
 BLOCK_BYTES = 256
+#: how far ahead of the block being computed a streaming loop prefetches its inputs. With
+#: streaming stores the hardware prefetcher fell behind: 3e7 float32, 2 threads, blocks of
+#: 256 B, ms without / with prefetches 8 KB ahead: relu 6.0-6.4 / 4.8-4.9, exp 7.3-8.4 /
+#: 5.8-6.1, tanh 12.2-12.5 / 7.4-7.9 (the same loop with normal stores: 11.0-11.2)
+AHEAD_BYTES = 8192
 
 
 @intrinsic

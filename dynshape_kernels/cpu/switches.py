@@ -23,7 +23,8 @@ from numba.extending import overload
 from . import mathfuncs
 from .half import narrow16, narrowbf, widen16, widenbf
 from .scalar_ops import BINARY_SCALARS, UNARY_SCALARS, int_pow, relu, vmax, vmin
-from .streaming import stream_block
+from .prefetch import prefetch_on
+from .streaming import AHEAD_BYTES, stream_block
 from .vector_width import wide_vectors
 from ..abi.switch_source import KINDS, binary_cases, renamed, unary_cases
 from ..abi.switch_source import switch_source as _switch_source
@@ -70,12 +71,14 @@ ROW_SWITCHES = {
 
 #: streaming switches (``cpu.streaming``): the output ``ov`` from ``ov[h]`` (a line start) to
 #: ``ov[e]`` in blocks of ``buf.size`` elements, each computed into ``buf`` and then stored
-#: as whole lines; only the ops whose loop is memory-bound (``STREAM_UNARY``/``_BINARY``)
+#: as whole lines, the inputs (the last item) prefetched AHEAD_BYTES ahead of the block;
+#: only the ops whose loop is memory-bound (``STREAM_UNARY``/``_BINARY``; the math ops
+#: stream through ``map_contig``, see ``elementwise._stream_map``)
 STREAM_SWITCHES = {
     "map_stream": ("code, xv, ov, h, e, a0, a1, buf", ("v",), ("xs[i]",),
-                   ("xs = xv[s:s + w]",)),
+                   ("xs = xv[s:s + w]",), ("xv",)),
     "zip_stream": ("code, av, bv, ov, h, e, buf", ("a", "b"), ("as_[i]", "bs[i]"),
-                   ("as_ = av[s:s + w]", "bs = bv[s:s + w]")),
+                   ("as_ = av[s:s + w]", "bs = bv[s:s + w]"), ("av", "bv")),
 }
 #: relu(a op b) streaming where ``b`` repeats with period ``p`` (a bias row added to each of
 #: the rows of ``av``, which follow each other, as do the output's; the fused bias + relu):
@@ -136,9 +139,14 @@ def _rows_body(views, loads, put):
     return body
 
 
-def _stream_body(views, loads, narrow):
+def _stream_body(views, loads, narrow, arrays):
+    """Lines of one op of a streaming switch: per block, prefetch the inputs ``arrays``
+    AHEAD_BYTES on (``ahead`` elements), compute the block into ``buf``, stream it."""
+    fetch = [f"    prefetch_on({a}, s + ahead, w)" for a in arrays]
+
     def body(expr):
-        return ["for s in range(h, e, w):", *("    " + v for v in views), "    for i in range(w):",
+        return ["for s in range(h, e, w):", *fetch, *("    " + v for v in views),
+                "    for i in range(w):",
                 *("    " + ln for ln in loads),
                 f"        buf[i] = {narrow}({renamed(expr)})", "    stream_block(buf, ov, s)"]
     return body
@@ -158,6 +166,7 @@ def _stream_period_body(loads, narrow):
         return [*loop("for j in range(h):", "av[j]", "bv[bo + j % p]", "ov[j]", put, ""),
                 "c = h % p",
                 "for s in range(h, e, w):",
+                "    prefetch_on(av, s + ahead, w)",
                 "    k = min(w, p - c)",
                 "    as_ = av[s:s + k]",
                 "    bs = bv[bo + c:bo + c + k]",
@@ -187,6 +196,8 @@ def _block_period_body(loads, narrow):
     def body(expr):
         return ["c = h % p",
                 "for s in range(h, e, w):",
+                "    if stream:",
+                "        prefetch_on(av, s + ahead, w)",
                 "    m = min(w, e - s)",
                 "    f = 0",
                 "    while f < m:",
@@ -245,22 +256,23 @@ def generated_source(kind):
     for name, (params, sa, sb, store, views) in ROW_SWITCHES.items():
         pre, loads, put = _parts(kind, "ab", [sa, sb], store)
         parts.append(switch_source(name, params, binary, _rows_body(views, loads, put), pre))
-    for name, (params, names, sources, views) in STREAM_SWITCHES.items():
+    stream_pre = ["w = buf.size", "ahead = AHEAD_BYTES // buf.itemsize"]
+    for name, (params, names, sources, views, arrays) in STREAM_SWITCHES.items():
         cases = [c for c in (unary if len(names) == 1 else binary)
                  if c[0] in (STREAM_UNARY if len(names) == 1 else STREAM_BINARY)]
         _, loads, _ = _parts(kind, names, sources, "buf[i]")
-        body = _stream_body(views, loads, KINDS[kind][1])
-        parts.append(switch_source(name, params, cases, body, ["w = buf.size"]))
+        body = _stream_body(views, loads, KINDS[kind][1], arrays)
+        parts.append(switch_source(name, params, cases, body, stream_pre))
     for name, params in STREAM_PERIOD_SWITCHES.items():
         cases = [c for c in binary if c[0] in STREAM_BINARY]
         _, loads, _ = _parts(kind, "ab", ["ar[i]", "br[i]"], "buf[i]")
         body = _stream_period_body(loads, KINDS[kind][1])
-        parts.append(switch_source(name, params, cases, body, ["w = buf.size"]))
+        parts.append(switch_source(name, params, cases, body, stream_pre))
     for name, params in STREAM_BLOCK_PERIOD_SWITCHES.items():
         cases = [c for c in binary if c[0] in STREAM_PERIOD_BINARY]
         _, loads, _ = _parts(kind, "ab", ["ar[i]", "br[i]"], "buf[i]")
         body = _block_period_body(loads, KINDS[kind][1])
-        parts.append(switch_source(name, params, cases, body, ["w = buf.size"]))
+        parts.append(switch_source(name, params, cases, body, stream_pre))
     return "\n\n".join(parts)
 
 
@@ -268,6 +280,7 @@ def _compile_switches(kind):
     ns = {"math": math, "mathfuncs": mathfuncs, "int_pow": int_pow, "relu": relu,
           "vmax": vmax, "vmin": vmin, "widen16": widen16, "narrow16": narrow16,
           "widenbf": widenbf, "narrowbf": narrowbf, "stream_block": stream_block,
+          "prefetch_on": prefetch_on, "AHEAD_BYTES": AHEAD_BYTES,
           "wide_vectors": wide_vectors}
     exec(compile(generated_source(kind), f"<dynshape cpu switches ({kind})>", "exec"), ns)
     for name in [n for n in ns if n.endswith("_wide")]:      # called by their switches

@@ -2,6 +2,8 @@
 as whole lines that skip the cache. The results must be those of normal stores, on every
 alignment of the output, with heads and tails of partial lines, and nothing outside the
 output may change. The threshold is forced to 0 here so small arrays take the path."""
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -57,6 +59,109 @@ def test_unary_streaming_matches_numpy_and_stays_inside(stream_all, n, start, dt
         ref = x
     np.testing.assert_array_equal(out, ref)
     assert (buf[:start] == sentinel).all() and (buf[start + n:] == sentinel).all()
+
+
+MATH_OPS = (("exp", {}), ("log", {}), ("sigmoid", {}), ("tanh", {}), ("gelu", {}),
+            ("gelu", {"approximate": "tanh"}), ("silu", {}))
+
+
+@given(n=st.integers(0, 3000), start=st.integers(0, 40),
+       dtype=st.sampled_from(("float32", "float64", "float16")),
+       op=st.sampled_from(MATH_OPS), seed=st.integers(0, 2**16))
+def test_math_ops_stream_exactly_what_they_compute(n, start, dtype, op, seed):
+    op, attrs = op
+    """The math ops stream on float32 and float64 (``STREAM_UNARY_FLOAT``; float16 reads a
+    lookup table): bit for bit what normal stores give, on every output alignment, and
+    nothing around the output written."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(n + 1) * 4).astype(dtype)[1:]
+    if op == "log":
+        x = np.abs(x)
+    normal = np.empty_like(x)
+    dynshape.run(op, x, out=normal, **attrs)
+    sentinel = np.array(7, dtype=dtype)
+    buf = np.full(start + n + 19, sentinel, dtype=dtype)
+    out = buf[start:start + n]
+    try:
+        streaming.set_stream_bytes(0)
+        dynshape.clear_cache()
+        dynshape.run(op, x, out=out, **attrs)
+    finally:
+        streaming.set_stream_bytes(None)
+        dynshape.clear_cache()
+    np.testing.assert_array_equal(out, normal)
+    assert (buf[:start] == sentinel).all() and (buf[start + n:] == sentinel).all()
+
+
+def _stream_switch(kind):
+    """(op codes named by its branches, number of op loops) of a kind's unary streaming
+    switch, its wide part's included (the last branch of each is an ``else``)."""
+    from dynshape_kernels.cpu.switches import generated_source
+    src = generated_source(kind)
+    codes, loops = set(), 0
+    for name in ("map_stream", "map_stream_wide"):
+        m = re.search(rf"\ndef {name}\(([^)]*)\):\n(.*?)(?=\ndef |\Z)", src, re.S)
+        if m:
+            codes |= {int(c) for c in re.findall(r"code == (\d+):", m.group(2))}
+            loops += m.group(2).count("stream_block(buf, ov, s)")
+    return codes, loops
+
+
+@pytest.mark.parametrize("kind", ["float", "float16", "bfloat16", "integer"])
+def test_the_unary_streaming_gate_is_the_switch_cases(kind):
+    """The driver sends to ``map_stream`` only the ops of its cases (``STREAMS_UNARY``): a
+    switch without an op's case would run another op's loop. The math ops stream through
+    ``map_contig`` (``STREAMS_MATH``), which has every op."""
+    from dynshape_kernels.cpu.switches import STREAM_UNARY
+    codes, loops = _stream_switch(kind)
+    assert codes <= set(STREAM_UNARY) and loops == len(STREAM_UNARY)
+    assert set(np.flatnonzero(elementwise.STREAMS_UNARY)) == set(STREAM_UNARY)
+    assert not set(np.flatnonzero(elementwise.STREAMS_MATH)) & set(STREAM_UNARY)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", ["exp", "gelu", "log"])
+@pytest.mark.parametrize("n, start", [(4096, 0), (5000, 3), (777, 1), (300, 0), (64, 0)])
+def test_the_math_stream_computes_whole_blocks_from_a_line_start(dtype, op, n, start):
+    """``elementwise._math_stream`` itself: the blocks from ``h`` (a line start) that fit
+    before ``e`` hold the op's results, and nothing else of the output is written; it
+    returns where its blocks end."""
+    from dynshape_kernels.abi.vocabulary import UNARY_OPS
+    code = UNARY_OPS.index(op)
+    x = np.abs(np.random.default_rng(n).standard_normal(n + 5)).astype(dtype)[5:]
+    want = np.empty_like(x)
+    dynshape.run(op, x, out=want)
+    buf = np.full(start + n + 16, 9, dtype=dtype)
+    out = buf[start:start + n]
+    g = (-out.ctypes.data) % 64 // x.itemsize           # the first line start
+    x.flags.writeable = False
+    w = elementwise.MATH_BLOCK_BYTES // x.itemsize
+    zero = x.dtype.type(0)
+    f = elementwise._math_stream(np.int64(code), x, out, np.int64(g), np.int64(n), zero, zero)
+    assert f == g + (n - g) // w * w
+    np.testing.assert_array_equal(out[g:f], want[g:f])
+    assert (out[:g] == 9).all() and (out[f:] == 9).all() and (buf[:start] == 9).all()
+    assert (buf[start + n:] == 9).all()
+
+
+def test_streaming_loops_prefetch_their_inputs():
+    """Every block of a streaming loop prefetches each input AHEAD_BYTES on (the hardware
+    prefetcher fell behind the streaming stores)."""
+    from dynshape_kernels.cpu.switches import generated_source
+    src = generated_source("float")
+    for name, arrays in (("map_stream", ("xv",)), ("zip_stream", ("av", "bv")),
+                         ("zip_relu_period_stream", ("av",)), ("zip_period_blocks", ("av",))):
+        m = re.search(rf"\ndef {name}\(([^)]*)\):\n(.*?)(?=\ndef |\Z)", src, re.S)
+        assert m is not None, name
+        body = m.group(2)
+        assert "ahead = AHEAD_BYTES // buf.itemsize" in body, name
+        # a one-op switch has no branches: its body is the op's
+        cases = re.split(r"\n    (?:if code == \d+|elif code == \d+|else):", body)[1:] or [body]
+        assert any("stream_block" in c for c in cases), name
+        for case in cases:
+            if "stream_block" in case:
+                for a in arrays:
+                    assert f"prefetch_on({a}, s + ahead, w)" in case, (name, a)
 
 
 @given(rows=st.integers(1, 5), cols=st.integers(1, 6000), start=st.integers(0, 40),
