@@ -34,7 +34,9 @@ gives bit for bit what its ops give unfused.
 Streaming (``cpu.streaming``): when the control block's F_STREAM is set (an output larger
 than the last-level cache), the chain ``x op side, then relu`` (add, sub, mul) over rows that
 follow each other runs as one loop that stores whole output lines streaming
-(:func:`_bias_relu_stream`); every other chain runs through the interpreter as above.
+(:func:`_bias_relu_stream`); every other elementwise chain with unit-stride rows runs through
+the interpreter a block of STREAM_CHAIN_BYTES at a time in the tile buffer, each block
+streamed to the output (:func:`_chain_stream`).
 
 Compile time: Numba optimizes and generates the code of a separately compiled function
 again in every caller up to the driver (each caller links its callees' code), so the
@@ -49,7 +51,8 @@ from ..abi.common_area import (C_M, C_N, C_NOUTER, C_OPS, E_ANCH0, E_ANCH1, E_OF
                            OP_BLOCK, OP_SM, OP_SN)
 from .elementwise import (SERIAL_ELEMENTS, STREAMS_BINARY, outer_offset, resolve, same_rows,
                           stream_span)
-from .streaming import BLOCK_BYTES, store_fence
+from .prefetch import prefetch_on
+from .streaming import AHEAD_BYTES, BLOCK_BYTES, line_gap, stream_block, store_fence
 from .switches import (map_contig, zip_contig, zip_relu_period_stream, zip_rows, zip_scalar_a,
                        zip_scalar_b)
 from .tile_copy import gather_tile, scatter_tile
@@ -71,6 +74,11 @@ from ..abi.fused_table import (CHUNK, F_EPS, F_NSIDES, F_SIZE, F_SPLIT, F_STREAM
                                T_REDUCE_ROWS, T_ROWWISE)
 # work items per block of the parallel distribution (see _chunk)
 MAX_BLOCK = 16
+# bytes of an elementwise chain's output computed per block when the output streams
+# (_chain_stream); 30000 x 1000 float32, 2 threads, add(bias), relu, mul(2), exp, ms: in the
+# output tile 16.1, blocks of 8 KB 14.2, 16 KB 13.9, 32 KB 12.4-13.4, 64 KB 13.8, 128 KB
+# 13.8 (the interpreter's per-block calls cost more with smaller blocks)
+STREAM_CHAIN_BYTES = 32768
 X_OP = 1
 SIDE_OP0 = 2
 
@@ -179,6 +187,61 @@ def _bias_relu_stream(x, o, prog, sides, sgeo, xb, xsm, ob, osm, v0, v1, r0, r1)
 
 
 @njit(inline="always")
+def _stream_out(buf, o, d, n):
+    """``o[d:d + n] = buf[:n]``, the whole lines of the output in blocks of BLOCK_BYTES with
+    streaming stores, the partial lines at both ends (and an output too short to stream)
+    with normal ones."""
+    w = BLOCK_BYTES // o.itemsize
+    g = line_gap(o, d)
+    e = g + (n - g) // w * w
+    if g < 0 or e <= g:
+        g = e = n
+    for i in range(g):
+        o[d + i] = buf[i]
+    for s in range(g, e, w):
+        stream_block(buf[s:], o, d + s)
+    for i in range(e, n):
+        o[d + i] = buf[i]
+
+
+@njit(inline="always")
+def _chain_stream(x, o, prog, pattrs, sides, sgeo, buf, xb, xsm, ob, osm, v0, v1, r0, r1):
+    """An elementwise chain over a tile whose output streams (``cpu.streaming``, unit-stride
+    rows in x and the output), in blocks of ``buf.size`` elements: whole rows (a block of
+    rows that follow each other in the output), or a long row's columns. Each block is
+    computed in ``buf`` (in L1 while every step runs over it; the first step reads x, its
+    rows prefetched AHEAD_BYTES on) and stored by :func:`_stream_out`. In the output tile
+    itself, the first step read every output line from memory before writing it, and the
+    steps after it, computing from cache, did not overlap memory. The caller fences."""
+    cap = buf.size
+    rows = max(np.int64(1), cap // v1) if osm == v1 else np.int64(1)
+    cols = min(v1, cap)
+    ahead = AHEAD_BYTES // x.itemsize
+    z = np.int64(0)
+    nsteps = prog.shape[0]
+    for i in range(0, v0, rows):
+        nr = min(rows, v0 - i)
+        for j in range(0, v1, cols):
+            nc = min(cols, v1 - j)
+            xr = xb + i * xsm + j
+            for t in range(nr):
+                prefetch_on(x, xr + t * xsm + ahead, nc)
+            first = 0
+            if first_step_from((x, buf, prog, pattrs, sides, sgeo, xr, xsm, z, nc, nr, nc,
+                                r0 + i, r1 + j)):
+                first = 1
+            else:
+                for t in range(nr):
+                    src = x[xr + t * xsm:xr + t * xsm + nc]
+                    dst = buf[t * nc:t * nc + nc]
+                    for k in range(nc):
+                        dst[k] = src[k]
+            apply_steps_range(prog, first, nsteps, pattrs, buf, z, nc, nr, nc, r0 + i, r1 + j,
+                              0, sides, sgeo)
+            _stream_out(buf, o, ob + i * osm + j, nr * nc)
+
+
+@njit(inline="always")
 def _runs_in_output(common):
     """Whether an elementwise chain runs in the output tile itself (x and the output walk
     their rows with unit stride): then it never touches the tile buffer."""
@@ -207,6 +270,11 @@ def _elementwise_tile(x, o, common, prog, pattrs, sides, sgeo, buf, oi, r0, v0, 
         if not same_rows(x, xb, xsm, o, ob, osm):
             if stream and _bias_relu_stream(x, o, prog, sides, sgeo, xb, xsm, ob, osm, v0, v1,
                                             r0, r1):
+                return
+            if stream and buf.size > 0:
+                _chain_stream(x, o, prog, pattrs, sides, sgeo, buf, xb, xsm, ob, osm, v0, v1,
+                              r0, r1)
+                store_fence()
                 return
             if first_step_from((x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1,
                                 r0, r1)):
@@ -388,7 +456,9 @@ def _chunk(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides, c, 
     even when the bucketed table's empty tail entries sit at its end."""
     tail = fctl[F_TAIL]
     if tail == T_NONE and _runs_in_output(common):
-        size = 0            # the chain never touches the buffer (_elementwise_tile)
+        # the chain runs in the output tile and never touches the buffer, or its output
+        # streams, a block at a time through the buffer (_elementwise_tile)
+        size = STREAM_CHAIN_BYTES // o.itemsize if fctl[F_STREAM] != 0 else 0
     elif tail == T_NONE or tail == T_REDUCE_ALL:
         size = fctl[F_T0] * fctl[F_T1]
     elif tail == T_ROWWISE:

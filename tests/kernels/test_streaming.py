@@ -406,9 +406,57 @@ def test_fused_side_then_relu_streams_as_the_interpreter_computes(stream_all, ro
     assert (buf[:start] == sentinel).all() and (buf[start + rows * cols:] == sentinel).all()
 
 
-def test_other_fused_chains_and_layouts_keep_the_interpreter(stream_all):
+#: steps of the chains below: (step, needs the side)
+CHAIN_STEPS = ((("add", "side"), True), (("mul", "side"), True), (("mul", 2.0), False),
+               ("relu", False), ("exp", False), ("tanh", False), ("abs", False),
+               (("sub", 0.5), False), ("sigmoid", False))
+
+
+@given(steps=st.lists(st.integers(0, len(CHAIN_STEPS) - 1), min_size=1, max_size=5),
+       rows=st.integers(1, 30), cols=st.integers(1, 3000), long_rows=st.booleans(),
+       start=st.integers(0, 40), gap=st.sampled_from((0, 0, 3, 16)),
+       dtype=st.sampled_from(FUSED), bias=st.booleans(), seed=st.integers(0, 2**16))
+def test_fused_chains_stream_block_by_block_as_the_interpreter_computes(
+        steps, rows, cols, long_rows, start, gap, dtype, bias, seed):
+    """Any other elementwise chain whose output streams runs block by block through a small
+    buffer (``fused._chain_stream``: blocks of whole rows, or of a long row's columns, the
+    first step reading x): bit for bit the result of the chain run in the output tile
+    (normal stores), on every output alignment, with and without gaps between the output's
+    rows, and nothing around the output written."""
+    from dynshape_kernels.cpu.fused import STREAM_CHAIN_BYTES
+    rng = np.random.default_rng(seed)
+    if long_rows:          # rows longer than a block: blocks of columns
+        rows, cols = 1 + rows % 3, STREAM_CHAIN_BYTES // np.dtype(dtype).itemsize + cols
+    chain = [CHAIN_STEPS[i][0] for i in steps]
+    x = rng.standard_normal((rows, cols)).astype(dtype)
+    side = rng.standard_normal((cols,) if bias else (rows, cols)).astype(dtype)
+    kw = {"side": side} if any(CHAIN_STEPS[i][1] for i in steps) else {}
+    f = dynshape.fuse(chain)
+    sentinel = np.array(9, dtype=dtype)
+    width = cols + gap
+    buf = np.full(start + rows * width + 11, sentinel, dtype=dtype)
+    out = buf[start:start + rows * width].reshape(rows, width)[:, :cols]
+    try:
+        streaming.set_stream_bytes(0)
+        dynshape.clear_cache()
+        with np.errstate(all="ignore"):
+            f(x, out=out, **kw)
+        streaming.set_stream_bytes("off")
+        dynshape.clear_cache()
+        with np.errstate(all="ignore"):
+            want = f(x, **kw)
+    finally:
+        streaming.set_stream_bytes(None)
+        dynshape.clear_cache()
+    np.testing.assert_array_equal(out, want)
+    inside = np.zeros(buf.size, bool)
+    inside[start:start + rows * width] = (np.arange(rows * width) % width) < cols
+    assert (buf[~inside] == sentinel).all()
+
+
+def test_other_fused_chains_and_layouts_stream_right(stream_all):
     """Chains that are not ``x op side, then relu`` (another activation, three steps, the
-    side first), and output rows with gaps, run as before under streaming."""
+    side first), and output rows with gaps, stream (block by block) to the right result."""
     rng = np.random.default_rng(4)
     x = rng.standard_normal((50, 700)).astype(np.float32)
     b = rng.standard_normal(700).astype(np.float32)
