@@ -180,3 +180,21 @@ def test_numba_cache_reads_the_users_setting(monkeypatch):
     assert header.numba_cache() == "/somewhere (NUMBA_CACHE_DIR)"
     monkeypatch.delenv("NUMBA_CACHE_DIR")
     assert "next to the installed sources" in header.numba_cache()
+
+
+def test_copy_bandwidth_bars_of_the_core_benchmark():
+    """Large elementwise rows need 85% of the best copy bandwidth; transposed copies and
+    adds the issue's own 60%."""
+    from bench.core_report import row_target
+
+    def row(case, seconds):
+        return {"case": case, "family": "elementwise", "op": "copy", "size": "large",
+                "bytes": 1e9, "times": {"ds_out": seconds}}
+
+    bw = 1e9                                     # 1 GB/s: the row's share is 1 / seconds
+    assert row_target(row("transposed copy(a.T)", 1 / 0.7), bw)[0] == "MET"
+    verdict, reasons = row_target(row("transposed add(a.T+b)", 1 / 0.5), bw)
+    assert verdict.startswith("MISSED") and "50% of copy bw (bar 60%)" in reasons[0]
+    verdict, reasons = row_target(row("unary relu", 1 / 0.7), bw)
+    assert verdict.startswith("MISSED") and "70% of copy bw (bar 85%)" in reasons[0]
+    assert row_target(row("unary relu", 1 / 0.9), bw)[0] == "MET"
