@@ -52,7 +52,7 @@ from ..abi.common_area import (C_M, C_N, C_NOUTER, C_OPS, E_ANCH0, E_ANCH1, E_OF
 from .elementwise import (SERIAL_ELEMENTS, STREAMS_BINARY, outer_offset, resolve, same_rows,
                           stream_span)
 from .prefetch import prefetch_on
-from .streaming import AHEAD_BYTES, BLOCK_BYTES, line_gap, stream_block, store_fence
+from .streaming import AHEAD_BYTES, BLOCK_BYTES, stream_block, store_fence
 from .switches import (map_contig, zip_contig, zip_relu_period_stream, zip_rows, zip_scalar_a,
                        zip_scalar_b)
 from .tile_copy import gather_tile, scatter_tile
@@ -189,19 +189,19 @@ def _bias_relu_stream(x, o, prog, sides, sgeo, xb, xsm, ob, osm, v0, v1, r0, r1)
 @njit(inline="always")
 def _stream_out(buf, o, d, n):
     """``o[d:d + n] = buf[:n]``, the whole lines of the output in blocks of BLOCK_BYTES with
-    streaming stores, the partial lines at both ends (and an output too short to stream)
-    with normal ones."""
+    streaming stores (``stream_span``), the partial lines at both ends (and an output too
+    short to stream) with normal ones."""
+    ov = o[d:d + n]
     w = BLOCK_BYTES // o.itemsize
-    g = line_gap(o, d)
-    e = g + (n - g) // w * w
-    if g < 0 or e <= g:
+    g, e = stream_span(ov, w)
+    if g < 0:
         g = e = n
     for i in range(g):
-        o[d + i] = buf[i]
+        ov[i] = buf[i]
     for s in range(g, e, w):
-        stream_block(buf[s:], o, d + s)
+        stream_block(buf[s:], ov, s)
     for i in range(e, n):
-        o[d + i] = buf[i]
+        ov[i] = buf[i]
 
 
 @njit(inline="always")
@@ -231,11 +231,7 @@ def _chain_stream(x, o, prog, pattrs, sides, sgeo, buf, xb, xsm, ob, osm, v0, v1
                                 r0 + i, r1 + j)):
                 first = 1
             else:
-                for t in range(nr):
-                    src = x[xr + t * xsm:xr + t * xsm + nc]
-                    dst = buf[t * nc:t * nc + nc]
-                    for k in range(nc):
-                        dst[k] = src[k]
+                gather_tile(x, xr, xsm, np.int64(1), nr, nc, buf, nc, z)
             apply_steps_range(prog, first, nsteps, pattrs, buf, z, nc, nr, nc, r0 + i, r1 + j,
                               0, sides, sgeo)
             _stream_out(buf, o, ob + i * osm + j, nr * nc)
