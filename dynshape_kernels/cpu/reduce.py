@@ -26,7 +26,8 @@ Accuracy (the contract the tests check against NumPy):
   (bounded by about ``(log2(count) + 8) * 2**-24 * sum(|x|)``).
 * float64 sums accumulate in float64: LANES in 16 x (unroll) interleaved partial sums, error
   at most ``(count / 16 + 16) * 2**-53 * sum(|x|)`` (runs walked with a step other than 1: 8
-  partial sums, ``(count / 8 + 8) * 2**-53 * sum(|x|)``); COLUMNS sequentially along the reduced
+  partial sums, ``(count / 8 + 8) * 2**-53 * sum(|x|)``; runs of an input of 16 MB or more,
+  summed block by block (``reduce_runs.sum_run``): ``(count / 8 + 17) * 2**-53 * sum(|x|)``); COLUMNS sequentially along the reduced
   axis like NumPy's own strided reductions, error at most ``count * 2**-53 * sum(|x|)``.
 * float16 / bfloat16 (through their carriers, ``half.py``): every element is widened to float32
   as it is loaded; sums and means accumulate in float64 as for float32 and round once to the
@@ -54,9 +55,9 @@ from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noq
                               SUM)
 from .elementwise import outer_offset, resolve
 from .reduce_runs import (N_CHUNKS, _arg_run, _strictly_better, _sum_run,  # noqa: F401
-                          chunk_start, ext_inline, finish, nan_max, nan_min, red_offset,
-                          red_runs, serial_work, span_arg, span_ext, span_sum, strided,
-                          SERIAL_READS)
+                          chunk_start, ext_inline, ext_run_ahead, finish, nan_max, nan_min,
+                          red_offset, red_runs, runs_ahead, serial_work, span_arg, span_ext,
+                          span_sum, strided, sum_run, SERIAL_READS)
 from .half import compute_empty, is_half, load, store
 from .prefetch import prefetch_span
 from .tiles import make_tile_geometry
@@ -106,14 +107,14 @@ def _one_run(common):
 
 
 @njit(inline="always")
-def _run_sum(x, p, L, zero):
+def _run_sum(x, p, L, zero, ahead):
     if L <= SHORT_SUM:
         xv = x[p:p + L]
         acc = zero
         for i in range(L):
             acc += load(xv[i])
         return acc
-    return _sum_run(x[p:p + L], zero)
+    return sum_run(x, p, L, zero, ahead)
 
 
 # ---- COLUMNS: a tile row accumulates vectors of its kept columns ----------------------------
@@ -266,9 +267,10 @@ def _sum_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, zero, mean):
                 o[orow + j * osn] = store(o, finish(acc[j], mean, count))
         return
     if _one_run(common):
+        ahead = runs_ahead(x)
         for r in range(v0):
             for j in range(v1):
-                acc1 = _run_sum(x, xb + r * xsm + j * xsn, count, zero)
+                acc1 = _run_sum(x, xb + r * xsm + j * xsn, count, zero, ahead)
                 o[ob + r * osm + j * osn] = store(o, finish(acc1, mean, count))
         return
     for r in range(v0):
@@ -294,10 +296,12 @@ def _ext_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, ismax):
         return
     if _one_run(common):
         L = common[_RB + R_COUNT]
+        ahead = runs_ahead(x)
         for r in range(v0):
             for j in range(v1):
                 p = xb + r * xsm + j * xsn
-                o[ob + r * osm + j * osn] = store(o, ext_inline(x[p:p + L], ismax))
+                v = ext_run_ahead(x, p, L, ismax) if ahead else ext_inline(x[p:p + L], ismax)
+                o[ob + r * osm + j * osn] = store(o, v)
         return
     for r in range(v0):
         for j in range(v1):

@@ -10,6 +10,7 @@ from ..abi.common_area import (C_M, C_N, C_NOUTER, MAX_RED, R_COUNT, R_ND, R_SHA
 from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noqa: F401
                               SUM)
 from .half import is_half, load, store
+from .prefetch import prefetch_on
 
 
 # arg-extremes of runs shorter than this compare element after element; longer runs find
@@ -190,6 +191,40 @@ def _sum_run(xv, acc):
     return acc
 
 
+# Long runs of a large input are summed a block of RUN_BLOCK_BYTES at a time, each block
+# prefetching the input RUN_AHEAD_BYTES ahead: the float64 accumulation of a float32 run left
+# the hardware prefetcher behind (sum over the last axis of 3187 x 9431 float32, 2 threads:
+# 4.2-4.7 ms against torch's 2.6; a plain Numba loop prefetching 8 KB ahead: 2.5).
+RUN_BLOCK_BYTES = 2048
+RUN_AHEAD_BYTES = 8192
+#: inputs of at least this many bytes prefetch (smaller ones are read from cache)
+RUN_AHEAD_MIN_BYTES = 16 << 20
+
+
+@njit(inline="always")
+def runs_ahead(x):
+    """Whether the runs of ``x`` are summed ahead (:func:`sum_run`): x is large."""
+    return x.size * x.itemsize >= RUN_AHEAD_MIN_BYTES
+
+
+@njit(cache=True)
+def sum_run(x, p, n, acc, ahead):
+    """``acc`` plus the sum of ``x[p:p + n]``; with ``ahead``, block by block, each block
+    prefetching the input RUN_AHEAD_BYTES ahead (:data:`RUN_BLOCK_BYTES`). The blocks
+    reassociate the sum like :func:`_sum_run`'s lanes (one more rounding per block)."""
+    if not ahead:
+        return _sum_run(x[p:p + n], acc)
+    blk = RUN_BLOCK_BYTES // x.itemsize
+    dist = RUN_AHEAD_BYTES // x.itemsize
+    end = p + n
+    q = p
+    while q + blk <= end:
+        prefetch_on(x, q + dist, blk)
+        acc = _sum_run(x[q:q + blk], acc)
+        q += blk
+    return _sum_run(x[q:end], acc)
+
+
 # strided runs (a reduced axis walked with a step other than 1): their loads do not
 # vectorize, and one chain of adds (or maxnum) waited on each step's latency (~1.7 cycles per
 # element); they keep 8 partial results in 8 scalars (registers: a scratch array would be an
@@ -285,6 +320,27 @@ def ext_inline(xv, ismax):
     ~20 ns, see rowwise)."""
     r, nan = _ext_pass(xv, ismax)
     return _ext_exact(xv, ismax) if nan or r == 0 else r
+
+
+@njit(cache=True)
+def ext_run_ahead(x, p, n, ismax):
+    """:func:`_ext_run` of ``x[p:p + n]`` (n > 0) block by block, each block prefetching the
+    input RUN_AHEAD_BYTES ahead (as :func:`sum_run` with ``ahead``); the same exact fallback
+    on a NaN or a zero result."""
+    blk = RUN_BLOCK_BYTES // x.itemsize
+    dist = RUN_AHEAD_BYTES // x.itemsize
+    end = p + n
+    r = load(x[p])
+    nan = False
+    q = p
+    while q < end:
+        e = min(q + blk, end)
+        prefetch_on(x, q + dist, blk)
+        v, bad = _ext_pass(x[q:e], ismax)
+        nan |= bad
+        r = _fast_max(r, v) if ismax else _fast_min(r, v)
+        q = e
+    return _ext_exact(x[p:end], ismax) if nan or r == 0 else r
 
 
 @njit(inline="always")
@@ -383,10 +439,11 @@ def span_sum(x, xb, common, rb, part, nparts, zero):
     (the reduction block at ``rb``)."""
     ndo, L, s, k0, k1, i0, n = span_bounds(common, rb, part, nparts)
     acc = zero
+    ahead = runs_ahead(x)
     for k in range(k0, k1):
         p = xb + red_offset(common, rb, k, ndo, 0) + i0 * s
         if s == 1:
-            acc = _sum_run(x[p:p + n], acc)
+            acc = sum_run(x, p, n, acc, ahead)
         else:
             acc = _sum_strided(strided(x, p, s, n), acc)
     return acc
@@ -397,10 +454,11 @@ def span_ext(x, xb, common, rb, part, nparts, ismax):
     """max or min of a part (as :func:`span_sum`), NaN-propagating."""
     ndo, L, s, k0, k1, i0, n = span_bounds(common, rb, part, nparts)
     r = load(x[xb + red_offset(common, rb, k0, ndo, 0) + i0 * s])
+    ahead = runs_ahead(x)
     for k in range(k0, k1):
         p = xb + red_offset(common, rb, k, ndo, 0) + i0 * s
         if s == 1:
-            v = _ext_run(x[p:p + n], ismax)
+            v = ext_run_ahead(x, p, n, ismax) if ahead else _ext_run(x[p:p + n], ismax)
         else:
             v = _ext_strided(strided(x, p, s, n), ismax)
         r = nan_max(r, v) if ismax else nan_min(r, v)

@@ -598,3 +598,50 @@ def test_column_walks_that_prefetch_match_numpy(dtype, view):
             np.testing.assert_allclose(got, want, rtol=2e-7, atol=1e-4)
         else:
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_runs_that_prefetch_match_numpy(dtype):
+    """Inputs of at least ``RUN_AHEAD_MIN_BYTES`` sum and take the extremes of their
+    contiguous runs block by block, prefetching ahead (``reduce_runs.sum_run``,
+    ``ext_run_ahead``): rows of several blocks and a partial one, tiles over part of each
+    row, one output of the whole input (split between the threads), a NaN in a block and in
+    the partial block, and zero results whose sign the exact fallback orders. Float32 sums
+    stay within the documented 1 ulp of the float64 sum."""
+    from dynshape_kernels.cpu.reduce_runs import RUN_AHEAD_MIN_BYTES, RUN_BLOCK_BYTES
+    rng = np.random.default_rng(11)
+    itemsize = np.dtype(dtype).itemsize
+    cols = 3 * (RUN_BLOCK_BYTES // itemsize) + 37
+    rows = RUN_AHEAD_MIN_BYTES // (cols * itemsize) + 10
+    full = (rng.standard_normal((rows, cols)) * 100).astype(dtype)
+    assert full.nbytes >= RUN_AHEAD_MIN_BYTES
+    if dtype != "int64":
+        full[3, RUN_BLOCK_BYTES // itemsize + 5] = np.nan        # in a whole block
+        full[4, cols - 2] = np.nan                                # in the partial block
+        full[5] = 0.0
+        full[5, 1::7] = -0.0                                      # max +0.0, min -0.0
+        full[6] = -0.0
+    full[7, cols - 1] = 10 ** 6                                   # extremes in the tail
+    full[8, cols - 1] = -10 ** 6
+    for x in (full, full[:, 5:-3]):
+        for op in ("sum", "mean", "max", "min"):
+            got = dynshape.run(op, x, axis=1)
+            _check(op, x, 1, False, got)
+            if op in ("max", "min") and dtype != "int64":
+                # IEEE maximum / minimum: +0.0 above -0.0 (NumPy's own order varies)
+                zero = (got == 0)
+                neg = np.signbit(x) & (x == 0)
+                want = neg.any(axis=1) if op == "min" else (neg | (x != 0)).all(axis=1)
+                assert zero[5] and zero[6]
+                assert (np.signbit(got) == want)[zero].all()
+        if dtype == "float32":
+            exact = x.astype(np.float64).sum(axis=1)
+            got = dynshape.run("sum", x, axis=1).astype(np.float64)
+            ok = ~np.isnan(exact)
+            bound = (np.spacing(np.abs(exact.astype(np.float32))).astype(np.float64)
+                     + cols * 2.0 ** -53 * np.abs(x.astype(np.float64)).sum(axis=1))
+            assert (np.abs(got - exact)[ok] <= bound[ok]).all()
+    flat = full[9:].ravel()                        # no NaN: one output, split in parts
+    assert flat.nbytes >= RUN_AHEAD_MIN_BYTES
+    for op in ("sum", "max", "min"):
+        _check(op, flat, 0, False, dynshape.run(op, flat, axis=0))
