@@ -409,7 +409,7 @@ def test_fused_side_then_relu_streams_as_the_interpreter_computes(stream_all, ro
 #: steps of the chains below: (step, needs the side)
 CHAIN_STEPS = ((("add", "side"), True), (("mul", "side"), True), (("mul", 2.0), False),
                ("relu", False), ("exp", False), ("tanh", False), ("abs", False),
-               (("sub", 0.5), False), ("sigmoid", False))
+               (("sub", 0.5), False), ("sigmoid", False), (("sub", 0.5, "_"), False))
 
 
 @given(steps=st.lists(st.integers(0, len(CHAIN_STEPS) - 1), min_size=1, max_size=5),
@@ -420,7 +420,9 @@ def test_fused_chains_stream_block_by_block_as_the_interpreter_computes(
         steps, rows, cols, long_rows, start, gap, dtype, bias, seed):
     """Any other elementwise chain whose output streams runs block by block through a small
     buffer (``fused._chain_stream``: blocks of whole rows, or of a long row's columns, the
-    first step reading x): bit for bit the result of the chain run in the output tile
+    first step reading x; a last step that is unary or has a constant operand, on either
+    side, runs piece by piece as the block streams out, ``_stream_last``, and a one-step
+    chain reads x itself): bit for bit the result of the chain run in the output tile
     (normal stores), on every output alignment, with and without gaps between the output's
     rows, and nothing around the output written."""
     from dynshape_kernels.cpu.fused import STREAM_CHAIN_BYTES
