@@ -421,7 +421,7 @@ def test_fused_chains_stream_block_by_block_as_the_interpreter_computes(
     """Any other elementwise chain whose output streams runs block by block through a small
     buffer (``fused._chain_stream``: blocks of whole rows, or of a long row's columns, the
     first step reading x; a last step that is unary or has a constant operand, on either
-    side, runs piece by piece as the block streams out, ``_stream_last``, and a one-step
+    side, runs piece by piece as the block streams out, ``_last_stream``, and a one-step
     chain reads x itself): bit for bit the result of the chain run in the output tile
     (normal stores), on every output alignment, with and without gaps between the output's
     rows, and nothing around the output written."""
