@@ -249,11 +249,12 @@ def _resolve_call(op, args_list, ref, tol, notes):
     return None
 
 
-def reduction_case(shapes):
+def reduction_case(shapes, name="reduce sum(axis=1)"):
+    """sum over axis 1: a middle axis of 3-D shapes, the last axis of 2-D ones."""
     def build(size, rng):
         shape = shapes[size]
         x = rng.standard_normal(shape, dtype=np.float32)
-        oshape = (shape[0], shape[2])
+        oshape = tuple(int(v) for v in np.delete(shape, 1))
         o = [np.empty(oshape, np.float32) for _ in range(4)]
         ref = x.astype(np.float64).sum(axis=1)
         impls, notes = {}, {}
@@ -279,7 +280,7 @@ def reduction_case(shapes):
                      {"x": x}, o[3])
         return Built(f"{shape} axis=1", ref, TOL["sum"], x.nbytes + o[0].nbytes, impls,
                      notes, [x, o])
-    return Case("reduce sum(axis=1)", "reduction", "sum", shapes, build)
+    return Case(name, "reduction", "sum", shapes, build)
 
 
 def softmax_case(shapes):
@@ -360,4 +361,5 @@ def all_cases():
             binary_case("add", S2), binary_case("mul", S3),
             transposed_copy_case(S2), transposed_add_case(S2), broadcast_case(S2),
             broadcast_case(SHORT_ROWS, "bias add(NxM+M), short rows"),
-            reduction_case(S3), softmax_case(SOFTMAX), layer_norm_case(LAYER_NORM)]
+            reduction_case(S3), reduction_case(S2, "reduce sum(last axis)"),
+            softmax_case(SOFTMAX), layer_norm_case(LAYER_NORM)]
