@@ -260,7 +260,7 @@ def _last_stream(prog, pattrs, o, d, src, soff, n, x, pf, part):
 
 
 @njit(inline="always")
-def _last_streams(prog):
+def _last_is_elementwise(prog):
     """Whether the program's last step treats every element alike (unary or constant)."""
     k = prog[prog.shape[0] - 1, P_KIND]
     return k == K_UNARY or k == K_CONST_R or k == K_CONST_L
@@ -281,8 +281,8 @@ def _chain_stream(x, o, prog, pattrs, sides, sgeo, buf, xb, xsm, ob, osm, v0, v1
     ahead = AHEAD_BYTES // x.itemsize
     z = np.int64(0)
     nsteps = prog.shape[0]
-    last = _last_streams(prog)
-    part = np.empty(LAST_BLOCK_BYTES // o.itemsize, dtype=o.dtype)
+    last = _last_is_elementwise(prog)
+    part = np.empty(LAST_BLOCK_BYTES // o.itemsize if last else 0, dtype=o.dtype)
     # borrowed: every piece slices part and the buffer, and a view of a counted array costs
     # two atomics (see _bias_relu_stream); held past the loop
     pb, src = borrowed((part, readonly(buf)))

@@ -27,8 +27,9 @@ Accuracy (the contract the tests check against NumPy):
 * float64 sums accumulate in float64: LANES in 16 x (unroll) interleaved partial sums, error
   at most ``(count / 16 + 16) * 2**-53 * sum(|x|)`` (runs walked with a step other than 1: 8
   partial sums, ``(count / 8 + 8) * 2**-53 * sum(|x|)``; runs of an input of 16 MB or more,
-  summed block by block (``reduce_runs.sum_run``): ``(count / 8 + 17) * 2**-53 * sum(|x|)``); COLUMNS sequentially along the reduced
-  axis like NumPy's own strided reductions, error at most ``count * 2**-53 * sum(|x|)``.
+  summed block by block (``reduce_runs.sum_run``): ``(count / 8 + 17) * 2**-53 * sum(|x|)``);
+  COLUMNS sequentially along the reduced axis like NumPy's own strided reductions, error at
+  most ``count * 2**-53 * sum(|x|)``.
 * float16 / bfloat16 (through their carriers, ``half.py``): every element is widened to float32
   as it is loaded; sums and means accumulate in float64 as for float32 and round once to the
   format (``half.store``: correctly rounded from the float64 result, whose own error is bounded
@@ -57,7 +58,7 @@ from .elementwise import outer_offset, resolve
 from .reduce_runs import (N_CHUNKS, _arg_run, _strictly_better, _sum_run,  # noqa: F401
                           chunk_start, ext_inline, ext_run_ahead, finish, nan_max, nan_min,
                           red_offset, red_runs, runs_ahead, serial_work, span_arg, span_ext,
-                          span_sum, strided, sum_run, SERIAL_READS)
+                          span_sum, strided, sum_run, RUN_AHEAD_MIN_BYTES, SERIAL_READS)
 from .half import compute_empty, is_half, load, store
 from .prefetch import prefetch_span
 from .tiles import make_tile_geometry
@@ -96,7 +97,7 @@ SHORT_SUM = 16
 # loop; 2 threads); only inputs of at least AHEAD_MIN_BYTES do: over 15 x 255 x 257 (3.9 MB,
 # in cache) prefetching made the sum 10% slower
 AHEAD_BYTES = 16384
-AHEAD_MIN_BYTES = 16 << 20
+AHEAD_MIN_BYTES = RUN_AHEAD_MIN_BYTES      # the runs' threshold (reduce_runs.runs_ahead)
 
 
 @njit(inline="always")
@@ -176,7 +177,7 @@ def _varg(acc, idx, xv, t, ismax):
 def _rows_ahead(x, v1):
     """How many reduced rows of ``v1`` elements ahead a column walk prefetches (at least
     the four after the four it adds), or 0: none (an input under AHEAD_MIN_BYTES)."""
-    if x.size * x.itemsize < AHEAD_MIN_BYTES:
+    if not runs_ahead(x):
         return np.int64(0)
     return max(np.int64(4), AHEAD_BYTES // max(np.int64(1), v1 * x.itemsize))
 
