@@ -291,13 +291,13 @@ def _chain_stream(x, o, prog, pattrs, sides, sgeo, buf, xb, xsm, ob, osm, v0, v1
         for j in range(0, v1, cols):
             nc = min(cols, v1 - j)
             xr = xb + i * xsm + j
-            for t in range(nr):
-                prefetch_on(x, xr + t * xsm + ahead, nc)
             d = ob + i * osm + j
             if last and nsteps == 1 and (nr == 1 or xsm == nc):
                 # the one step reads x itself, the lines ahead prefetched as it goes
                 last_stream((prog, pattrs, o, d, x, xr, nr * nc, x, xr + ahead, pb))
                 continue
+            for t in range(nr):
+                prefetch_on(x, xr + t * xsm + ahead, nc)
             first = 0
             if first_step_from((x, buf, prog, pattrs, sides, sgeo, xr, xsm, z, nc, nr, nc,
                                 r0 + i, r1 + j)):
