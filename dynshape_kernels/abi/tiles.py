@@ -45,14 +45,14 @@ def conv_window_tile(mv, lanes):
 
 #: matmul micro-kernel slots per dtype: (MR, NR, MC, NC, KC)
 MATMUL_SLOTS_F32 = (
-    (6, 64, 192, 512, 256),    # 0: large tiles
+    (6, 64, 192, 512, 128),    # 0: large tiles
     (6, 48, 48, 192, 256),     # 1: small / medium tiles (batched small GEMMs)
     (24, 16, 384, 16, 512),    # 2: narrow N (N <= 16)
     (8, 48, 8, 3072, 512),     # 3: skinny M (M <= 8), B read in place
     (3, 8, 96, 16, 2048),      # 4: narrow N, inner-product kernel, A read in place
 )
 MATMUL_SLOTS_F64 = (
-    (6, 32, 192, 256, 256),
+    (6, 32, 192, 256, 128),
     (6, 24, 48, 96, 256),
     (24, 8, 384, 8, 512),
     (8, 24, 8, 1536, 512),

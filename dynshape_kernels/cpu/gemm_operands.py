@@ -30,7 +30,7 @@ _uki2 = make_inplace_ukernel(_IN_MR, 2)
 _uki3 = make_inplace_ukernel(_IN_MR, 3)
 # the A-rows slot's kernel: its MR x NR micro-tile with A read from its rows, B packed
 assert SLOTS_F32[A_ROWS_SLOT][:2] == (6, 4 * 16) and SLOTS_F64[A_ROWS_SLOT][:2] == (6, 4 * 8)
-_uka0 = make_inplace_ukernel(6, 4)
+_uka0 = make_inplace_ukernel(6, 4, full=True)
 
 
 def _slot_cfg_stub(arr):
@@ -213,7 +213,7 @@ def _a_rows_panel(kc, a_buf, ao, a_rs, rows, pb, pbo, NR, cb, co, ldc, acc):
     (packing widens it): a no-op for those."""
 
 
-@overload(_a_rows_panel)
+@overload(_a_rows_panel, inline="always")
 def _a_rows_panel_impl(kc, a_buf, ao, a_rs, rows, pb, pbo, NR, cb, co, ldc, acc):
     if is_half(a_buf.dtype):
         return lambda kc, a_buf, ao, a_rs, rows, pb, pbo, NR, cb, co, ldc, acc: None
