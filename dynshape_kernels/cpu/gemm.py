@@ -241,12 +241,9 @@ def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf,
     a0 = a_off + bt * a_bs + m0 * a_rs
     b0 = b_off + bt * b_bs + n0 * b_cs
     # the in-place slot with a row-contiguous B: nothing packed, both operands read in place
+    # (a plain product's tiles of this slot into a row-contiguous C are _direct_tile's)
     inplace = (slot == INPLACE_SLOT and b_cs == 1 and not holds_half(b_buf)
                and not holds_half(a_buf))
-    # ... and a plain product (no alpha, C_in, bias, activation or epilogue program) goes
-    # straight into a row-contiguous C: no accumulator tile, no epilogue pass
-    direct_c = (inplace and K > 0 and alpha == 1.0 and beta == 0.0 and has_bias == 0
-                and act == 0 and prog.shape[0] == 0 and c_cs == 1)
     c0 = c_off + bt * c_bs + m0 * c_rs + n0 * c_cs
     # B read in place (row-contiguous B, tile with a single A panel, so a
     # packed B would be used once): the nfull whole NR-panels are direct,
@@ -268,10 +265,6 @@ def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf,
         pc = kb * KC
         kc = min(KC, K - pc)
         acc = 1 if kb > 0 else 0
-        if direct_c:
-            _inplace_tile(kc, a_buf, a0 + pc * a_cs, a_rs, a_cs, mv, b_buf, b0 + pc * b_rs,
-                          b_rs, nv, c_buf, c0, c_rs, acc, ws_a)
-            continue
         if inplace:
             _inplace_tile(kc, a_buf, a0 + pc * a_cs, a_rs, a_cs, mv, b_buf, b0 + pc * b_rs,
                           b_rs, nv, ws_c, np.int64(0), ldc, acc, ws_a)
@@ -310,8 +303,6 @@ def _tile(slot, m0, n0, mv, nv, bt, K, a_buf, ag, b_buf, bg, c_buf, cg, cin_buf,
         b_state[5] = K
     else:
         b_state[0] = 0
-    if direct_c:
-        return
     epilogue((ws_c, ldc, mv, nv, c_buf, c0, c_rs, c_cs, alpha, beta,
               cin_buf, cin_off + bt * cin_bs + m0 * cin_rs + n0 * cin_cs, cin_rs, cin_cs,
               bias_buf, bias_off + n0 * bias_s, bias_s, has_bias, act,
@@ -392,6 +383,19 @@ def matmul_driver(table, M, N, K, boffs,
                           has_bias, act, prog, pattrs, sides, sgeo))
 
 
+@njit(inline="always")
+def _direct_tile(K, KC, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, c_buf, c0, c_rs, ws):
+    """A tile of the in-place slot for a plain product: ``C[i, j] = sum_k A[i, k] B[k, j]``
+    for i < mv, j < nv, A at ``a_buf[a0 + i*a_rs + k*a_cs]``, B row-contiguous at ``b_buf[b0
+    + k*b_rs + j]``, C row-contiguous at ``c_buf[c0 + i*c_rs + j]``, K walked in blocks of
+    KC, stored straight into C (no accumulator tile, no epilogue). Taken by the thread's
+    loop before the general tile's set-up: 256 x (17 x 64 @ 64 x 33) float32, 2 threads,
+    went from 173-177 to 187-192 GFLOP/s."""
+    for pc in range(0, K, KC):
+        _inplace_tile(min(KC, K - pc), a_buf, a0 + pc * a_cs, a_rs, a_cs, mv, b_buf,
+                      b0 + pc * b_rs, b_rs, nv, c_buf, c0, c_rs, 1 if pc > 0 else 0, ws)
+
+
 @njit(cache=True, error_model="numpy")
 def _thread_tiles(lo, hi, sa, sb, sc, table, M, N, K, boffs, a_buf, a_rs, a_cs, b_buf, b_rs,
                   b_cs, c_buf, c_rs, c_cs, alpha, beta, cin_buf, cin_rs, cin_cs, bias_buf,
@@ -404,6 +408,12 @@ def _thread_tiles(lo, hi, sa, sb, sc, table, M, N, K, boffs, a_buf, a_rs, a_cs, 
     ws_b = _aligned_empty(sb, proto)
     ws_c = _aligned_empty(sc, proto)
     b_state = np.zeros(6, np.int64)
+    # a plain product (no alpha, C_in, bias, activation or epilogue program) with a
+    # row-contiguous B and C: the in-place slot's tiles go straight into C (_direct_tile)
+    direct = (K > 0 and b_cs == 1 and c_cs == 1 and alpha == 1.0 and beta == 0.0
+              and has_bias == 0 and act == 0 and prog.shape[0] == 0
+              and not holds_half(b_buf) and not holds_half(a_buf))
+    kc_in = _kc_block(K, _slot_cfg_stub(ws_c)[INPLACE_SLOT][4], np.int64(1))
     for t in range(lo, hi):
         bt = table[t, 5]
         m0 = table[t, 1]
@@ -411,6 +421,12 @@ def _thread_tiles(lo, hi, sa, sb, sc, table, M, N, K, boffs, a_buf, a_rs, a_cs, 
         mv = min(table[t, 3], M - m0)
         nv = min(table[t, 4], N - n0)
         if bt >= nbatch or mv <= 0 or nv <= 0:
+            continue
+        if direct and table[t, 0] == INPLACE_SLOT:
+            b_state[0] = 0      # ws_b holds no packed B
+            _direct_tile(K, kc_in, a_buf, boffs[bt, 0] + m0 * a_rs, a_rs, a_cs, mv, b_buf,
+                         boffs[bt, 1] + n0, b_rs, nv, c_buf, boffs[bt, 2] + m0 * c_rs + n0, c_rs,
+                         ws_a)
             continue
         _tile(table[t, 0], m0, n0, mv, nv, bt, K,
               a_buf, (boffs[bt, 0], a_rs, a_cs, 0),
