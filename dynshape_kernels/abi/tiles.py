@@ -43,7 +43,9 @@ def conv_window_tile(mv, lanes):
     (the planner prices arrays of tiles); compiled as it is by the kernels."""
     return ((lanes == 16) & (-(-mv // 8) * 8 < -(-mv // 6) * 6)) * 1
 
-#: matmul micro-kernel slots per dtype: (MR, NR, MC, NC, KC)
+#: matmul micro-kernel slots per dtype: (MR, NR, MC, NC, KC). The large slot's K block is
+#: 128: its B micro-panel (KC x NR, 32 KB) then stays in the 48 KB L1 while the tile's row
+#: panels of A pass it (at 256, 64 KB, the micro-kernel ran ~15% slower from L2)
 MATMUL_SLOTS_F32 = (
     (6, 64, 192, 512, 128),    # 0: large tiles
     (6, 48, 48, 192, 256),     # 1: small / medium tiles (batched small GEMMs)
