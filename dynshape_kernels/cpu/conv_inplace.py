@@ -11,8 +11,10 @@ output row segment ``j0 .. j0+ncols`` is itself a contiguous input segment::
 so the in-place micro-kernel's window form (``gemm_inplace``) loads it with masked vector
 loads: ``koff[k]`` is the row's offset from the segment's first element, and ``kmask[k]``
 has bit j set when that element lies inside the input (padding columns and rows are
-neither read nor faulted on; they count as zero). The weights ``w[m, k]`` are k-contiguous
-rows, broadcast in place as the A operand.
+neither read nor faulted on; they count as zero). A whole segment that reads no padding at
+any tap (every row's and column's lanes set) runs the window form without lane masks: no
+mask words per K row, plain loads and stores. The weights ``w[m, k]`` are k-contiguous rows,
+broadcast in place as the A operand.
 
 Sources (``window_mode``): x itself (``IN_PLACE``); or, for other strides, a copy of x split
 into phases by the conv strides (``COPIED``: phase (a, b) of plane (n, c) holds rows
@@ -53,6 +55,10 @@ from .half import is_half, load
 assert CONV_WINDOW_TILES == ((6, 4), (8, 3))
 _ukw61, _ukw62, _ukw63, _ukw64 = (make_inplace_ukernel(6, nv, window=True) for nv in (1, 2, 3, 4))
 _ukw81, _ukw82, _ukw83 = (make_inplace_ukernel(8, nv, window=True) for nv in (1, 2, 3))
+# ... and for whole segments whose every tap reads inside the input: no lane masks (the
+# stem's 8 x 3 kernel alone, K = 147, one thread: 145-149 -> 167-176 GFLOP/s)
+_ukw64f = make_inplace_ukernel(6, 4, window=True, full=True)
+_ukw83f = make_inplace_ukernel(8, 3, window=True, full=True)
 _window_tile_of = njit(inline="always")(conv_window_tile)
 
 
@@ -334,6 +340,13 @@ def _window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff,
             for kw in range(KW):
                 kmask[cm + kw] = col_mask(q0, ncols, vw, kmask[cm + KW + kw],
                                           kmask[cm + 2 * KW + kw])
+            # a whole segment with every row's and column's lanes set reads no padding
+            whole = lane_bits(0, ncols) if ncols == CH else np.int64(0)
+            inside = ncols == CH
+            for kh in range(KH):
+                inside = inside and kmask[K + kh] == whole
+            for kw in range(KW):
+                inside = inside and kmask[cm + kw] == whole
             k = 0
             for c in range(Cg):
                 for kh in range(KH):
@@ -349,7 +362,13 @@ def _window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff,
                     rows = min(MR, mv - ir * MR)
                     ao = (mg + ir * MR) * K + k0
                     co = cq + ir * MR * ldc
-                    if eight:
+                    if inside and eight:
+                        _ukw83f(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols, cb, co,
+                                ldc, acc)
+                    elif inside:
+                        _ukw64f(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols, cb, co,
+                                ldc, acc)
+                    elif eight:
                         if ncols > 2 * L:
                             _ukw83(kc, w, ao, K, 1, rows, src, bo, koff, kmask, k0, ncols,
                                    cb, co, ldc, acc)

@@ -46,7 +46,8 @@ from .gemm_ukernel import _vec_width, accumulator_phis, ir_basics, outer_product
 def make_inplace_ukernel(MR, NV, window=False, full=False):
     """The in-place micro-kernel with ``MR`` rows and ``NV`` vectors (both dtypes); its
     window form when ``window``. ``full``: B's rows are whole (``ncols`` is NR, which the
-    caller guarantees): plain loads and stores, no lane masks. Masks computed from a
+    caller guarantees; in the window form also every lane of every row lies inside the
+    input, and ``kmask`` is not read): plain loads and stores, no lane masks. Masks from a
     run-time ``ncols`` take registers of their own: inlined into a large caller, the masked
     kernel's loop recomputed them and spilled accumulators (1024^3 float32, one thread: 142
     against 170 GFLOP/s called, 200 inlined without masks)."""
@@ -156,9 +157,10 @@ def make_inplace_ukernel(MR, NV, window=False, full=False):
                 # vector v's W mask bits are the v-th W-bit word of the little-endian int64:
                 # loaded straight into a mask register (no shifts)
                 words = builder.bitcast(builder.gep(kmask_p, [it]), ir.IntType(W).as_pointer())
-                lmasks = [builder.bitcast(builder.load(builder.gep(words, [c64(v)]),
-                                                       align=W // 8), mty)
-                          for v in range(NV)]
+                lmasks = masks if full else [
+                    builder.bitcast(builder.load(builder.gep(words, [c64(v)]), align=W // 8),
+                                    mty)
+                    for v in range(NV)]
             else:
                 lmasks = masks
             bv = [builder.call(mload, [builder.bitcast(builder.gep(bp, [c64(v * W)]), vpty),
