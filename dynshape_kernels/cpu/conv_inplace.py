@@ -341,8 +341,8 @@ def _window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff,
                 kmask[cm + kw] = col_mask(q0, ncols, vw, kmask[cm + KW + kw],
                                           kmask[cm + 2 * KW + kw])
             # a whole segment with every row's and column's lanes set reads no padding
-            whole = lane_bits(0, ncols) if ncols == CH else np.int64(0)
             inside = ncols == CH
+            whole = lane_bits(0, CH)
             for kh in range(KH):
                 inside = inside and kmask[K + kh] == whole
             for kw in range(KW):

@@ -156,11 +156,14 @@ def make_inplace_ukernel(MR, NV, window=False, full=False):
                                  inbounds=False)
                 # vector v's W mask bits are the v-th W-bit word of the little-endian int64:
                 # loaded straight into a mask register (no shifts)
-                words = builder.bitcast(builder.gep(kmask_p, [it]), ir.IntType(W).as_pointer())
-                lmasks = masks if full else [
-                    builder.bitcast(builder.load(builder.gep(words, [c64(v)]), align=W // 8),
-                                    mty)
-                    for v in range(NV)]
+                if full:    # every lane inside: kmask is not read
+                    lmasks = masks
+                else:
+                    words = builder.bitcast(builder.gep(kmask_p, [it]),
+                                            ir.IntType(W).as_pointer())
+                    lmasks = [builder.bitcast(builder.load(builder.gep(words, [c64(v)]),
+                                                           align=W // 8), mty)
+                              for v in range(NV)]
             else:
                 lmasks = masks
             bv = [builder.call(mload, [builder.bitcast(builder.gep(bp, [c64(v * W)]), vpty),
