@@ -14,6 +14,7 @@ from numba import njit
 from numba.core import event
 
 from .abi.fused_table import FUSED_DTYPES
+from .compile_gc import during_compile
 from .cpu import address_link, step_link
 
 _OPTS = dict(parallel=True, cache=True, nogil=True, error_model="numpy")
@@ -161,7 +162,7 @@ def get(family, dtype):
             if disp is None:
                 py_func, sig, _, later = _resolve(family)
                 before = _fill_links(family, dtype)
-                with address_link.deferred(later):
+                with address_link.deferred(later), during_compile():
                     if _package is None:
                         before()
                         disp = njit(**_OPTS)(py_func)
@@ -244,10 +245,11 @@ class DriverSet:
                 disp = self._loaded.get(key)
                 if disp is None:
                     py_func, sig, _, later = _resolve(family)
-                    _fill_links(family, dtype)()
-                    disp = njit(**self.options)(py_func)
-                    with address_link.deferred(later):
-                        disp.compile(sig(dtype))
+                    with during_compile():
+                        _fill_links(family, dtype)()
+                        disp = njit(**self.options)(py_func)
+                        with address_link.deferred(later):
+                            disp.compile(sig(dtype))
                     _check_links(family, dtype, disp)
                     disp.disable_compile()
                     self._loaded[key] = disp

@@ -40,6 +40,8 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
+from ..compile_gc import during_compile
+
 #: every link created in this process (kernel packages hold what these compiled)
 LINKS = []
 _lock = threading.RLock()
@@ -96,7 +98,7 @@ class Link:
                              f"{', '.join(self.dtypes)}")
         if slot.value:
             return slot.value
-        with _lock:
+        with _lock, during_compile():
             slot = self._slots[dtype]
             if not slot.value:
                 disp = self._resolve()
