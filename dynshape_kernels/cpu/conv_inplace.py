@@ -321,6 +321,7 @@ def _window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff,
         flat = rstep == vw and crow == vw
         nrow_seg = (vw + CH - 1) // CH
         nseg = (vh * vw + CH - 1) // CH if flat else vh * nrow_seg
+        whole = lane_bits(0, CH)        # every lane of a segment set
         for s in range(nseg):
             if flat:
                 q0 = s * CH
@@ -342,7 +343,6 @@ def _window_tile(src, wgeo, w, common, n, g, mg, mv, vh, vw, ih0, iw0, KC, koff,
                                           kmask[cm + 2 * KW + kw])
             # a whole segment with every row's and column's lanes set reads no padding
             inside = ncols == CH
-            whole = lane_bits(0, CH)
             for kh in range(KH):
                 inside = inside and kmask[K + kh] == whole
             for kw in range(KW):
