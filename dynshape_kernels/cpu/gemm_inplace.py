@@ -43,14 +43,18 @@ from numba.extending import intrinsic
 from .gemm_ukernel import _vec_width, accumulator_phis, ir_basics, outer_product_step
 
 
-def make_inplace_ukernel(MR, NV, window=False, full=False):
+def make_inplace_ukernel(MR, NV, window=False, full=False, pf_dist=0):
     """The in-place micro-kernel with ``MR`` rows and ``NV`` vectors (both dtypes); its
     window form when ``window``. ``full``: B's rows are whole (``ncols`` is NR, which the
     caller guarantees; in the window form also every lane of every row lies inside the
     input, and ``kmask`` is not read): plain loads and stores, no lane masks. Masks from a
     run-time ``ncols`` take registers of their own: inlined into a large caller, the masked
     kernel's loop recomputed them and spilled accumulators (1024^3 float32, one thread: 142
-    against 170 GFLOP/s called, 200 inlined without masks)."""
+    against 170 GFLOP/s called, 200 inlined without masks). ``pf_dist > 0`` (not the window
+    form): each step also prefetches the lines of B's row ``pf_dist`` steps on (a prefetch
+    never faults: rows past B's end cost a wasted request, nothing else)."""
+    if window and pf_dist:
+        raise ValueError("make_inplace_ukernel: pf_dist applies to the plain form only")
 
     def typer(kc, pa, pb, cb, tables):
         for arr in (pa, pb, cb) if pb is not None else (pa, cb):
@@ -169,6 +173,17 @@ def make_inplace_ukernel(MR, NV, window=False, full=False):
             bv = [builder.call(mload, [builder.bitcast(builder.gep(bp, [c64(v * W)]), vpty),
                                        ir.Constant(i32, eb), lmasks[v], zero])
                   for v in range(NV)]
+            if pf_dist > 0:     # every line of row k + pf_dist (its first and last item's)
+                prefetch_fn = cgutils.get_or_insert_function(
+                    builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(),
+                                                                    i32, i32, i32]),
+                    "llvm.prefetch.p0")
+                prow = builder.bitcast(builder.gep(bp, [builder.mul(ldb, c64(pf_dist))],
+                                                   inbounds=False), ir.IntType(8).as_pointer())
+                for off in sorted(set(range(0, NV * W * eb, 64)) | {NV * W * eb - 1}):
+                    builder.call(prefetch_fn, [builder.gep(prow, [c64(off)], inbounds=False),
+                                               ir.Constant(i32, 0), ir.Constant(i32, 3),
+                                               ir.Constant(i32, 1)])
             scalars = [builder.load(builder.gep(arows[r], [aoff]), align=eb) for r in range(MR)]
             outer_product_step(builder, fma, vty, W, scalars, bv, cur)
             itn = builder.add(it, c64(1))

@@ -25,14 +25,22 @@ _ukd4 = make_dot_ukernel(3, 8)
 _IN_MR = SLOTS_F32[INPLACE_SLOT][0]
 assert (SLOTS_F64[INPLACE_SLOT][0] == _IN_MR and SLOTS_F32[INPLACE_SLOT][1] == 3 * 16
         and SLOTS_F64[INPLACE_SLOT][1] == 3 * 8)
-_uki1 = make_inplace_ukernel(_IN_MR, 1)
-_uki2 = make_inplace_ukernel(_IN_MR, 2)
-_uki3 = make_inplace_ukernel(_IN_MR, 3)
+# B's rows are read where they lie, and a batch of small products streams them from L3 or
+# memory (256 x (17x64 @ 64x33) float32 reads 3.7 MB per call): each step prefetches the row
+# IN_PF_DIST steps on. Measured, float32, 2 threads, the same op called back to back, six
+# alternating rounds, median us, without / with: 256 x (17x64 @ 64x33) 133.7-149.1 /
+# 128.2-134.3, 256 x (18x64 @ 64x48) 189.6-199.3 / 173.1-183.1; 48x256 @ 256x192 and
+# batches in cache (16 x (17x64 @ 64x33), 64 x (24x56 @ 56x40)) within the noise; in
+# bench_matmul (the peers' blocks in between) the batched row within the noise too
+IN_PF_DIST = 16
+_uki1 = make_inplace_ukernel(_IN_MR, 1, pf_dist=IN_PF_DIST)
+_uki2 = make_inplace_ukernel(_IN_MR, 2, pf_dist=IN_PF_DIST)
+_uki3 = make_inplace_ukernel(_IN_MR, 3, pf_dist=IN_PF_DIST)
 # ... and for panels of whole vectors: no lane masks (17 x 64 @ 64 x 32 float32 in cache,
 # one thread: 0.47 -> 0.44 us)
-_ukf1 = make_inplace_ukernel(_IN_MR, 1, full=True)
-_ukf2 = make_inplace_ukernel(_IN_MR, 2, full=True)
-_ukf3 = make_inplace_ukernel(_IN_MR, 3, full=True)
+_ukf1 = make_inplace_ukernel(_IN_MR, 1, full=True, pf_dist=IN_PF_DIST)
+_ukf2 = make_inplace_ukernel(_IN_MR, 2, full=True, pf_dist=IN_PF_DIST)
+_ukf3 = make_inplace_ukernel(_IN_MR, 3, full=True, pf_dist=IN_PF_DIST)
 # the A-rows slot's kernel: its MR x NR micro-tile with A read from its rows, B packed
 assert SLOTS_F32[A_ROWS_SLOT][:2] == (6, 4 * 16) and SLOTS_F64[A_ROWS_SLOT][:2] == (6, 4 * 8)
 _uka0 = make_inplace_ukernel(6, 4, full=True)

@@ -165,3 +165,28 @@ def test_inplace_slot_reads_nothing_past_its_operands():
     r = subprocess.run([sys.executable, "-c", _GUARD], capture_output=True, text=True,
                        env=dict(os.environ), timeout=600)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (r.returncode, r.stderr[-2000:])
+
+
+def test_prefetch_distance_emits_prefetches():
+    """``pf_dist > 0`` adds ``llvm.prefetch`` calls to the plain form's loop (one per line of
+    a B row, its last item's line included) and nothing else; the window form refuses it."""
+    import pytest
+    from numba import njit
+    from dynshape_kernels.cpu.gemm_inplace import make_inplace_ukernel
+
+    def ir_of(uk):
+        @njit
+        def run(kc, a, b, c):
+            uk(kc, a, 0, 4, 1, 2, b, 0, 40, 33, c, 0, 40, 0)
+        a, b, c = np.ones(8, np.float32), np.ones(200, np.float32), np.zeros(80, np.float32)
+        run(4, a, b, c)
+        assert c[:33].tolist() == [4.0] * 33 and c[33:40].tolist() == [0.0] * 7
+        return run.inspect_llvm(run.signatures[0])
+
+    with_pf = ir_of(make_inplace_ukernel(6, 3, pf_dist=16))
+    calls = [line for line in with_pf.splitlines() if "call void @llvm.prefetch" in line]
+    # 3 x 64 bytes of float32: lines at 0, 64, 128 and 191, per step (LLVM may unroll)
+    assert calls and len(calls) % 4 == 0
+    assert "llvm.prefetch" not in ir_of(make_inplace_ukernel(6, 3))
+    with pytest.raises(ValueError, match="pf_dist"):
+        make_inplace_ukernel(6, 3, window=True, pf_dist=16)
