@@ -89,6 +89,31 @@ def alternating(fns, blocks=5, block_s=0.05, sample_s=2e-4, warm_calls=1, first_
             for n, s in samples.items()}
 
 
+def after_eviction(fns, evict, calls=100, settle_s=SETTLE_S):
+    """``{name: Stat}`` of single calls of the callables of ``fns``, each timed right after
+    ``evict()`` (which should push the calling core's caches out: a copy larger than L2),
+    the callables in turns call by call. What a call costs when the work before it (a large
+    kernel, the caller's own) has left nothing of the call's code and data in cache: a
+    Python path that takes 2 us hot took 12-16 us there (``kernel_level.dispatch_families
+    --cold``). GC is off while timing."""
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        samples = {n: [] for n in fns}
+        if settle_s > 0:
+            time.sleep(settle_s)
+        for _ in range(calls):
+            for name, fn in fns.items():
+                evict()
+                t = perf()
+                fn()
+                samples[name].append(perf() - t)
+    finally:
+        if gc_was:
+            gc.enable()
+    return {n: Stat(statistics.median(s), min(s), len(s), 1, 1) for n, s in samples.items()}
+
+
 def fmt_time(s):
     """Seconds as a short human string (ns, us, ms, s); "-" for None."""
     if s is None or s != s:

@@ -198,3 +198,15 @@ def test_copy_bandwidth_bars_of_the_core_benchmark():
     verdict, reasons = row_target(row("unary relu", 1 / 0.7), bw)
     assert verdict.startswith("MISSED") and "70% of copy bw (bar 85%)" in reasons[0]
     assert row_target(row("unary relu", 1 / 0.9), bw)[0] == "MET"
+
+
+def test_after_eviction_evicts_before_every_timed_call():
+    """Every call of every callable comes right after its own eviction, the callables in
+    turns, and each gets one sample per call."""
+    from bench.harness.timing import after_eviction
+    log = []
+    st = after_eviction({"a": lambda: log.append("a"), "b": lambda: log.append("b")},
+                        lambda: log.append("evict"), calls=3, settle_s=0)
+    assert log == ["evict", "a", "evict", "b"] * 3
+    assert st["a"].samples == st["b"].samples == 3 and st["a"].inner == 1
+    assert 0 <= st["a"].min <= st["a"].median
