@@ -8,7 +8,7 @@ Kernel-level on purpose: the driver's arguments are captured by wrapping the CPU
 ``drivers.get`` for one call, so that "kernel" is the compiled code alone (Numba's argument
 unboxing included). overhead = run - kernel; the target is <= 5 us for every family.
 
-``--cold`` also times single calls each made right after an 8 MB copy on the calling
+``--cold`` also times single calls each made right after a copy of 4 MB on the calling
 thread (``timing.after_eviction``): the call's code and data then come from L3 or memory,
 as after a large kernel or other work in a serving loop. The cold overhead is run - kernel
 in that state (informative: no target).
@@ -104,14 +104,15 @@ def kernel_of(call):
     return lambda: driver(*args)
 
 
-#: bytes of the copy that evicts the calling core's caches before a cold call (L2 is 2 MiB
-#: per core on the machines measured; 8 MB passes through it twice over, read and write)
+#: bytes the copy that evicts the calling core's caches moves before a cold call, half read
+#: and half written: four times the 2 MiB of L2 per core on the machines measured
 EVICT_BYTES = 8 << 20
 
 
 def evictor(nbytes=EVICT_BYTES):
-    """A callable that copies ``nbytes`` on the calling thread (NumPy's single-threaded copy),
-    pushing out of its core's caches what was there."""
+    """A callable that copies ``nbytes // 2`` bytes into another ``nbytes // 2`` on the
+    calling thread (NumPy's single-threaded copy), pushing out of its core's caches what
+    was there."""
     src = np.ones(nbytes // 8, np.float32)
     dst = np.empty_like(src)
     return lambda: np.copyto(dst, src)
