@@ -17,6 +17,7 @@ conv2d 3->64 7x7/2 over 225x227 (2 cores), one 512x512 NumPy matmul before each 
 im2col peer (an OpenBLAS matmul, timed just before dynshape's block) had put dynshape at
 338 GFLOP/s where it runs at 440 alone.
 """
+import contextlib
 import gc
 import statistics
 import time
@@ -48,6 +49,18 @@ def calls_per_sample(fn, sample_s, first_s=None):
     return max(1, int(sample_s / max(first_s, 1e-9)))
 
 
+@contextlib.contextmanager
+def gc_paused():
+    """The garbage collector off within the block (back on after it if it was on)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 #: seconds slept before each block (see the module): longer than any peer's spin-wait
 SETTLE_S = 0.1
 
@@ -60,9 +73,7 @@ def alternating(fns, blocks=5, block_s=0.05, sample_s=2e-4, warm_calls=1, first_
     ``first_s``: optional {name: seconds one call took} (from a verification call), which
     saves a calibration call of slow callables. GC is off while timing."""
     first_s = first_s or {}
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         inner = {n: calls_per_sample(fn, sample_s, first_s.get(n)) for n, fn in fns.items()}
         samples = {n: [] for n in fns}
         for _ in range(blocks):
@@ -82,9 +93,6 @@ def alternating(fns, blocks=5, block_s=0.05, sample_s=2e-4, warm_calls=1, first_
                     out.append((now - t) / k)
                     if now >= end:
                         break
-    finally:
-        if gc_was:
-            gc.enable()
     return {n: Stat(statistics.median(s), min(s), len(s), inner[n], blocks)
             for n, s in samples.items()}
 
@@ -96,9 +104,7 @@ def after_eviction(fns, evict, calls=100, settle_s=SETTLE_S):
     kernel, the caller's own) has left nothing of the call's code and data in cache: a
     Python path that takes 2 us hot took 12-16 us there (``kernel_level.dispatch_families
     --cold``). GC is off while timing."""
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         samples = {n: [] for n in fns}
         if settle_s > 0:
             time.sleep(settle_s)
@@ -108,9 +114,6 @@ def after_eviction(fns, evict, calls=100, settle_s=SETTLE_S):
                 t = perf()
                 fn()
                 samples[name].append(perf() - t)
-    finally:
-        if gc_was:
-            gc.enable()
     return {n: Stat(statistics.median(s), min(s), len(s), 1, 1) for n, s in samples.items()}
 
 

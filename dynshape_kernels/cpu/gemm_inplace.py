@@ -40,7 +40,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .gemm_ukernel import _vec_width, accumulator_phis, ir_basics, outer_product_step
+from .gemm_ukernel import (_vec_width, accumulator_phis, ir_basics, outer_product_step,
+                           prefetch_row)
 
 
 def make_inplace_ukernel(MR, NV, window=False, full=False, pf_dist=0):
@@ -173,17 +174,9 @@ def make_inplace_ukernel(MR, NV, window=False, full=False, pf_dist=0):
             bv = [builder.call(mload, [builder.bitcast(builder.gep(bp, [c64(v * W)]), vpty),
                                        ir.Constant(i32, eb), lmasks[v], zero])
                   for v in range(NV)]
-            if pf_dist > 0:     # every line of row k + pf_dist (its first and last item's)
-                prefetch_fn = cgutils.get_or_insert_function(
-                    builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(),
-                                                                    i32, i32, i32]),
-                    "llvm.prefetch.p0")
-                prow = builder.bitcast(builder.gep(bp, [builder.mul(ldb, c64(pf_dist))],
-                                                   inbounds=False), ir.IntType(8).as_pointer())
-                for off in sorted(set(range(0, NV * W * eb, 64)) | {NV * W * eb - 1}):
-                    builder.call(prefetch_fn, [builder.gep(prow, [c64(off)], inbounds=False),
-                                               ir.Constant(i32, 0), ir.Constant(i32, 3),
-                                               ir.Constant(i32, 1)])
+            if pf_dist > 0:     # every line of row k + pf_dist
+                prefetch_row(builder, builder.gep(bp, [builder.mul(ldb, c64(pf_dist))],
+                                                  inbounds=False), NV * W * eb)
             scalars = [builder.load(builder.gep(arows[r], [aoff]), align=eb) for r in range(MR)]
             outer_product_step(builder, fma, vty, W, scalars, bv, cur)
             itn = builder.add(it, c64(1))

@@ -83,6 +83,20 @@ def outer_product_step(builder, fma, vty, W, scalars, bv, cur):
             cur[r * NV + v] = builder.call(fma, [bc, bv[v], cur[r * NV + v]])
 
 
+def prefetch_row(builder, row, nbytes):
+    """Prefetch (into L1, for reading) every line of the ``nbytes`` bytes at pointer ``row``:
+    one request per 64 bytes and one for the last byte. Any address: a prefetch never
+    faults. Shared by the micro-kernels that read B's rows in place."""
+    i32 = ir.IntType(32)
+    i8p = ir.IntType(8).as_pointer()
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0")
+    base = builder.bitcast(row, i8p)
+    for off in list(range(0, nbytes, 64)) + [nbytes - 1]:
+        builder.call(fn, [builder.gep(base, [ir.Constant(ir.IntType(64), off)], inbounds=False),
+                          ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+
+
 def make_ukernel(cfg32, cfg64, pf_dist=0):
     """Return an intrinsic micro-kernel. cfgXX = (MR, NV) for that dtype.
     ``pf_dist > 0``: software-prefetch the B row ``pf_dist`` k-steps ahead
@@ -132,13 +146,8 @@ def make_ukernel(cfg32, cfg64, pf_dist=0):
                        for r in range(MR)]
             outer_product_step(builder, fma, vty, W, scalars, bv, cur)
             if pf_dist > 0:
-                pft = ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), i32, i32, i32])
-                pff = cgutils.get_or_insert_function(builder.module, pft, "llvm.prefetch.p0")
-                prow = builder.gep(pbp, [builder.mul(ldb, c64(pf_dist))], inbounds=False)
-                nbytes = NR * eb
-                for off in list(range(0, nbytes, 64)) + [nbytes - 1]:
-                    q = builder.gep(builder.bitcast(prow, ir.IntType(8).as_pointer()), [c64(off)])
-                    builder.call(pff, [q, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+                prefetch_row(builder, builder.gep(pbp, [builder.mul(ldb, c64(pf_dist))],
+                                                  inbounds=False), NR * eb)
             itn = builder.add(it, c64(1))
             papn = builder.gep(pap, [c64(MR)], inbounds=True)
             pbpn = builder.gep(pbp, [ldb], inbounds=True)
