@@ -142,6 +142,7 @@ def _plan_slot(slot, geo, sizes, dtype, nthreads):
     mr = 1 if slot == DIRECT_SLOT else _ukernel(dtype, slot)[0]
     window = slot != DIRECT_SLOT and reads_window_in_place(geo, dtype)
     flat = window and flat_rows(geo)
+    ranges = slot == DIRECT_SLOT or (window and geo["sw"] > 1)
     # channel blocks: the fewest that fit, and (window tiles: nothing repacked per block)
     # up to 2 * nthreads more, so that few output positions still spread over the threads
     nb0 = -(-Mg // cap_m)
@@ -164,7 +165,13 @@ def _plan_slot(slot, geo, sizes, dtype, nthreads):
             live = (grid[:, 0] // G < n_) & (cv > 0) & (cw > 0)
             cost = np.where(live, _tile_cost(slot, dtype, K, mv[grid[:, 3]], cv, cw, window,
                                              flat & (cw == ow_)), 0.0)
-            span += makespan(cost, nthreads, 1, "cyclic") / 2
+            # as the driver deals them (conv_deal): ranges balanced by these weights for
+            # direct tiles and tiles that read a phase-split copy, else cyclically
+            if ranges:
+                weight = np.where(live, mv[grid[:, 3]] * cv * cw, 0)
+                span += makespan(cost, nthreads, 1, "balanced", weight) / 2
+            else:
+                span += makespan(cost, nthreads, 1, "cyclic") / 2
         if window and geo["sw"] > 1:    # the copy of the phases the taps read, once per call
             used = min(geo["KH"], geo["sh"]) * min(geo["KW"], geo["sw"]) / (geo["sh"] * geo["sw"])
             span += COPY_COST * N * geo["C"] * geo["H"] * geo["W"] * used / nthreads

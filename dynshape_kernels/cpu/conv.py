@@ -26,8 +26,10 @@ group, output positions), see ``CONV_TILES``:
 
 Every slot runs every geometry; the planner (``dynshape.runtime.conv``) picks one per table
 by a cost model. ``conv_driver`` runs a whole parameter table (layout in ``conv_layout``) in
-ONE call: ``prange`` over threads, entries dealt out cyclically (entry t to thread
-t % threads), each thread with its own packed buffers; every entry ends in the epilogue slot
+ONE call: ``prange`` over threads, entries dealt out in contiguous ranges balanced by their
+work (tiles that read a phase-split copy, which each thread makes of its own tiles' rows, and
+direct tiles) or cyclically (``conv_deal``), each thread with its own packed buffers; every
+entry ends in the epilogue slot
 (``conv_epilogue``: bias, residual, activation, then the step program of a fused sequence,
 if any, over the whole tile). It is compiled once per dtype (``drivers.get("conv", dtype)``).
 The packed and direct tile functions are inlined into ``_thread_entries`` at Numba's IR
@@ -51,11 +53,12 @@ from numba.extending import overload
 
 from ..abi.tiles import CONV_DIRECT_SLOT, CONV_TILES
 from ..abi.vocabulary import CONV_OPS  # noqa: F401
+from .conv_deal import D_ROW0, D_ROW1, D_SIZE, D_START, D_STEP, D_STOP, clip, deal
 from .conv_direct import direct_sizes, direct_tile
 from .conv_inplace import (COPIED, IN_PLACE, PACKED, WG_SIZE, phase_split, window_mode,
                            window_offsets, window_source, window_tile)
 from .conv_epilogue import finish_channel, prepare_channel, store_channel, tile_steps
-from ..abi.conv_table import (CV_BOFF, CV_BS, CV_C, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB, CV_HASR,
+from ..abi.conv_table import (CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB, CV_HASR,
                           CV_IDBASE, CV_KH, CV_KW, CV_MG, CV_N, CV_NTH, CV_OH, CV_OW,
                           CV_ROFF, CV_RSC, CV_RSH, CV_RSN, CV_RSW, CV_SH, CV_SW, CV_W,
                           CV_XOFF, CV_XSC, CV_XSH, CV_XSN, CV_XSW, CV_YOFF, CV_YSC, CV_YSH,
@@ -202,14 +205,6 @@ def _product_buffer(y, ws_c, direct):
     return lambda y, ws_c, direct: y if direct else ws_c
 
 
-@njit(cache=True)
-def _clip(start, count, size):
-    """Valid count of a tile dimension for the real size (0 when the start is past it)."""
-    if start < 0 or start >= size:
-        return 0
-    return min(count, size - start)
-
-
 def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, cgeo):
     """Run every entry of a conv2d parameter table (one call per operator).
 
@@ -287,12 +282,15 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
         size = window_source(mode, common, entries[0, T_IH0], entries[0, T_IW0], wgeo)
     xs = np.empty(size, proto.dtype)
     copied = mode == COPIED
-    nrows = common[CV_N] * common[CV_C] * common[CV_H]
+    # each thread's entries and rows of the copy (conv_deal): contiguous ranges for tiles
+    # that read a phase-split copy and for direct tiles, cyclic for the others
+    bounds = np.empty((nth, D_SIZE), np.int64)
+    deal(common, entries, copied or not gemm_tiles, nth, bounds)
     if nth == 1:    # small problems (the planner's choice): no thread-pool launch
-        if copied:  # (an int64 0: a literal would compile phase_split again)
-            phase_split(x, common, wgeo, xs, np.int64(0), nrows)
-        thread_entries((np.int64(0), np.int64(1), x, w, b, res, y, common, entries, sa, sb,
-                        sc, ldc, code, a0, a1, prog, pattrs, sides, cgeo, mode, xs, wgeo, ws))
+        if copied:
+            phase_split(x, common, wgeo, xs, bounds[0, D_ROW0], bounds[0, D_ROW1])
+        thread_entries((np.int64(0), x, w, b, res, y, common, entries, bounds, sa, sb, sc,
+                        ldc, code, a0, a1, prog, pattrs, sides, cgeo, mode, xs, wgeo, ws))
     else:
         # ONE parallel loop, launched for the phase-split copy (one call per thread: a call
         # per row would contend for reference counts), then for the entries: each prange
@@ -301,10 +299,9 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
         for stage in range(0 if copied else 1, 2):
             for th in prange(nth):
                 if stage == 0:
-                    phase_split(x, common, wgeo, xs, th * nrows // nth,
-                                (th + 1) * nrows // nth)
+                    phase_split(x, common, wgeo, xs, bounds[th, D_ROW0], bounds[th, D_ROW1])
                 else:
-                    thread_entries((th, nth, x, w, b, res, y, common, entries, sa, sb, sc,
+                    thread_entries((th, x, w, b, res, y, common, entries, bounds, sa, sb, sc,
                                     ldc, code, a0, a1, prog, pattrs, sides, cgeo, mode, xs,
                                     wgeo, ws))
 
@@ -319,12 +316,13 @@ def workspace_span(sa, sb, sc, proto):
 
 
 @njit(cache=True, error_model="numpy")
-def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, code, a0, a1,
-                    prog, pattrs, sides, cgeo, mode, xs, wgeo, ws):
-    """Entries th, th + nth, ... (cyclic: clipped tail tiles spread over the threads), with
-    this thread's part of the workspace ``ws`` (``workspace_span`` elements each); GEMM
-    tiles reach their window by ``mode`` (``window_mode``): x in place or its copy ``xs``
-    through ``wgeo``, or packed."""
+def _thread_entries(th, x, w, b, res, y, common, entries, bounds, sa, sb, sc, ldc, code, a0,
+                    a1, prog, pattrs, sides, cgeo, mode, xs, wgeo, ws):
+    """The entries ``bounds[th]`` deals this thread (``conv_deal``), with its part of the
+    workspace ``ws`` (``workspace_span`` elements each); GEMM tiles reach their window by
+    ``mode`` (``window_mode``): x in place or its copy ``xs`` through ``wgeo``, or
+    packed."""
+    nth = bounds.shape[0]
     line = LINE // ws.itemsize
     o = th * (ws.shape[0] // nth)
     ob = o + round_up(sa, line)
@@ -360,15 +358,17 @@ def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, 
     a_g = np.int64(-1)
     a_m0 = np.int64(-1)
     a_mv = np.int64(-1)
-    for t in range(th, entries.shape[0], nth):
+    last = bounds[th, D_STOP]
+    step = bounds[th, D_STEP]
+    for t in range(bounds[th, D_START], last, step):
         n = entries[t, T_N]
         g = entries[t, T_G]
         m0 = entries[t, T_M0]
         oh0 = entries[t, T_OH0]
         ow0 = entries[t, T_OW0]
-        mv = _clip(m0, entries[t, T_MV], Mg)
-        vh = _clip(oh0, entries[t, T_VH], OH)
-        vw = _clip(ow0, entries[t, T_VW], OW)
+        mv = clip(m0, entries[t, T_MV], Mg)
+        vh = clip(oh0, entries[t, T_VH], OH)
+        vw = clip(ow0, entries[t, T_VW], OW)
         if n < 0 or n >= N or g < 0 or g >= G or mv == 0 or vh == 0 or vw == 0:
             continue
         slot = entries[t, T_KID] - base
@@ -403,10 +403,10 @@ def _thread_entries(th, nth, x, w, b, res, y, common, entries, sa, sb, sc, ldc, 
                 keep = False
             else:
                 same = a_kept and slot == a_slot and g == a_g and m0 == a_m0 and mv == a_mv
-                nx = t + nth
-                keep = same or (nx < entries.shape[0] and entries[nx, T_KID] - base == slot
+                nx = t + step
+                keep = same or (nx < last and entries[nx, T_KID] - base == slot
                                 and entries[nx, T_G] == g and entries[nx, T_M0] == m0
-                                and _clip(m0, entries[nx, T_MV], Mg) == mv)
+                                and clip(m0, entries[nx, T_MV], Mg) == mv)
                 a_state = np.int64(2 if same else (1 if keep else 0))
                 packed_product(slot, x, w, common, n, g, mg, mv, vh, vw, entries[t, T_IH0],
                                entries[t, T_IW0], ws_a, a_state, ws_b, ws_c, ldc)
@@ -427,8 +427,9 @@ def thread_signature(dtype):
     c = getattr(types, compute(dtype))
     i64 = types.int64
     tab = types.Array(types.int64, 2, "C", readonly=True)
-    return (i64, i64, ro, ro, ro, ro, rw, types.Array(types.int64, 1, "C", readonly=True), tab,
-            i64, i64, i64, i64, i64, c, c, tab, types.Array(c, 1, "C", readonly=True),
+    return (i64, ro, ro, ro, ro, rw, types.Array(types.int64, 1, "C", readonly=True), tab,
+            types.Array(types.int64, 2, "C"), i64, i64, i64, i64, i64, c, c, tab,
+            types.Array(c, 1, "C", readonly=True),
             types.UniTuple(ro, MAX_SIDES), tab, i64, types.Array(c, 1, "C"),
             types.Array(types.int64, 1, "C"), types.Array(c, 1, "C"))
 

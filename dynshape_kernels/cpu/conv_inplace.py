@@ -146,10 +146,11 @@ def is_used(used, a):
 
 @njit(cache=True)
 def phase_split(x, common, wgeo, xs, lo, hi):
-    """Input rows ``lo .. hi`` (row i = (n*C + c)*H + ih) of x (any strides) into their
-    phases of the copy ``xs`` (``window_source``), the phases some tap reads only (the
-    others, and phase columns past the input's end, are left unwritten: no tap or mask
-    reads them). Stride 2 over rows of unit stride runs a vector at a time (``split2``)."""
+    """Input rows ``lo .. hi`` (row key ``n*H + ih``), of every channel, of x (any strides)
+    into their phases of the copy ``xs`` (``window_source``), the phases some tap reads only
+    (the others, and phase columns past the input's end, are left unwritten: no tap or mask
+    reads them). Stride 2 over rows of unit stride runs a vector at a time (``split2``). The
+    driver's threads copy the rows of their own tiles (``conv_deal``)."""
     C = common[CV_C]
     H = common[CV_H]
     W = common[CV_W]
@@ -162,46 +163,39 @@ def phase_split(x, common, wgeo, xs, lo, hi):
     lanes = 64 // x.itemsize            # items per phase of a split2
     if lo >= hi:
         return
-    plane = lo // H                     # (divisions once: rows are short, 28 elements of a
-    ih = lo - plane * H                 # 1x1/2 phase, and a division per row cost more
-    n = plane // C                      # than the row's copy)
-    c = plane - n * C
-    a = ih % fh                         # the row's phase and its row in the phase
-    qh = ih // fh
-    for _ in range(hi - lo):
-        if is_used(rows_used, a):
-            src = (common[CV_XOFF] + n * common[CV_XSN] + c * common[CV_XSC]
-                   + ih * common[CV_XSH])
-            dst = n * wgeo[WG_SN] + c * wgeo[WG_SC] + a * wgeo[WG_PH] + qh * wgeo[WG_SH]
-            q0 = 0
-            if fw == 2 and xsw == 1 and can_split2(x, xs):
-                # both column phases a vector at a time (even, odd): 2L items of the row
-                # per load, while the odd phase (W // 2 items) has L more
-                use0 = is_used(cols_used, 0)
-                use1 = is_used(cols_used, 1)
-                while q0 + lanes <= W // 2:
-                    split2(x, src + 2 * q0, xs, dst + q0, dst + wgeo[WG_PW] + q0, use0, use1)
-                    q0 += lanes
-            for ph in range(fw):
-                if not is_used(cols_used, ph):
-                    continue
-                s0 = src + ph * xsw
-                d0 = dst + ph * wgeo[WG_PW]
-                for q in range(q0, (W - ph + fw - 1) // fw):
-                    store_at(xs, d0 + q, load(load_at(x, s0 + q * step)))
-        ih += 1
-        a += 1
-        if a == fh:
-            a = 0
-            qh += 1
-        if ih == H:
-            ih = 0
-            a = 0
-            qh = 0
-            c += 1
-            if c == C:
-                c = 0
-                n += 1
+    for n in range(lo // H, (hi - 1) // H + 1):
+        ih0 = max(lo - n * H, 0)
+        ih1 = min(hi - n * H, H)
+        for c in range(C):
+            a = ih0 % fh                # the row's phase and its row in the phase
+            qh = ih0 // fh
+            for ih in range(ih0, ih1):
+                if is_used(rows_used, a):
+                    src = (common[CV_XOFF] + n * common[CV_XSN] + c * common[CV_XSC]
+                           + ih * common[CV_XSH])
+                    dst = (n * wgeo[WG_SN] + c * wgeo[WG_SC] + a * wgeo[WG_PH]
+                           + qh * wgeo[WG_SH])
+                    q0 = 0
+                    if fw == 2 and xsw == 1 and can_split2(x, xs):
+                        # both column phases a vector at a time (even, odd): 2L items of the
+                        # row per load, while the odd phase (W // 2 items) has L more
+                        use0 = is_used(cols_used, 0)
+                        use1 = is_used(cols_used, 1)
+                        while q0 + lanes <= W // 2:
+                            split2(x, src + 2 * q0, xs, dst + q0, dst + wgeo[WG_PW] + q0, use0,
+                                   use1)
+                            q0 += lanes
+                    for ph in range(fw):
+                        if not is_used(cols_used, ph):
+                            continue
+                        s0 = src + ph * xsw
+                        d0 = dst + ph * wgeo[WG_PW]
+                        for q in range(q0, (W - ph + fw - 1) // fw):
+                            store_at(xs, d0 + q, load(load_at(x, s0 + q * step)))
+                a += 1
+                if a == fh:
+                    a = 0
+                    qh += 1
 
 
 @njit(cache=True)
