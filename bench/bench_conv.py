@@ -9,6 +9,11 @@ allocating, ONNX Runtime ``out=`` (IOBinding) and allocating, PyTorch allocating
 (``F.conv2d`` has no ``out=``), NumPy allocating (its im2col copy is part of its time;
 OpenBLAS with the kernel the header names). GFLOP/s = 2 * N * M * OH * OW * C/group * KH *
 KW / median time. Ratios compare like with like.
+
+Thread scaling (a line under each case): dynshape ``out=`` and PyTorch timed again, in
+alternating blocks, with one thread each (Numba's and PyTorch's thread counts set to 1; the
+same dynshape table runs, its threads' work on the one thread), as time on one thread /
+time on the session's threads. Target: >= 1.8x on 2 cores.
 """
 import os
 import sys
@@ -84,6 +89,31 @@ def verdict(t):
     return f">= 1.0x torch: {'met' if t['dyn alloc'] <= t['torch alloc'] else 'MISSED'}"
 
 
+#: the issue's thread-scaling target on 2 cores
+SCALING = 1.8
+
+
+def scaling(peers, fns, stats, timer):
+    """{name: time with one thread / time with the session's threads} for dynshape out= and
+    PyTorch (allocating), or {} when the session runs one thread."""
+    import numba
+    n = numba.get_num_threads()
+    if n < 2:
+        return {}
+    keep = {k: fns[k] for k in ("dyn out=", "torch alloc") if k in fns}
+    torch_n = peers.torch.get_num_threads() if peers.torch else None
+    numba.set_num_threads(1)
+    if peers.torch:
+        peers.torch.set_num_threads(1)
+    try:
+        one = timer(keep)
+    finally:
+        numba.set_num_threads(n)
+        if peers.torch:
+            peers.torch.set_num_threads(torch_n)
+    return {k: one[k].median / stats[k].median for k in keep}
+
+
 def main(argv=None):
     ap = session.options(__doc__, "conv.json")
     ap.add_argument("--only", default=None, help="run the cases whose name contains this")
@@ -120,7 +150,15 @@ def main(argv=None):
             f" {gf[i]:11.1f}" if i in gf else f" {'-':>11s}" for i in IMPLS) +
             f" {ratio('ORT out=', 'dyn out='):>12s} {ratio('torch alloc', 'dyn alloc'):>15s}"
             f"  {verdict(t)}")
-        rows.append({"case": name, "target": verdict(t), "flops": flops, "gflops": gf, "max_rel_err": err,
+        sc = scaling(peers, fns, stats, s.time)
+        if sc:
+            import numba
+            met = sc["dyn out="] >= SCALING
+            s.print(f"{'':32s}  thread scaling 1 -> {numba.get_num_threads()}: " + ", ".join(
+                f"{k.split()[0]} {v:.2f}x" for k, v in sc.items()) +
+                f"  >= {SCALING}x: {'met' if met else 'MISSED'}")
+        rows.append({"case": name, "target": verdict(t), "flops": flops, "gflops": gf,
+                     "thread_scaling": sc, "max_rel_err": err,
                      "stats": {k: v.as_dict() for k, v in stats.items()},
                      "table": str(dynshape.explain("conv2d", x, w, strides=(st, st),
                                                    pads=(p,) * 4, group=g).describe(limit=0))})
