@@ -83,6 +83,13 @@ def flat_rows(geo):
     return -(-geo["W"] // geo["sw"]) == geo["OW"]
 
 
+def deals_ranges(slot, window, sw, n_images):
+    """Whether the driver deals a call's entries in ranges balanced by work, else
+    cyclically (``conv_deal.deals_ranges``, the same rule): direct tiles, window tiles that
+    read a phase-split copy (horizontal stride > 1), or several images."""
+    return slot == DIRECT_SLOT or (window and sw > 1) or n_images > 1
+
+
 def _tile_cost(slot, dtype, K, mv, vh, vw, window=False, flat=False):
     """Model cost of tiles (arrays of clipped counts); ``window``: the GEMM slots read the
     input window in place; ``flat`` (per tile): its segments run across rows."""
@@ -142,7 +149,6 @@ def _plan_slot(slot, geo, sizes, dtype, nthreads):
     mr = 1 if slot == DIRECT_SLOT else _ukernel(dtype, slot)[0]
     window = slot != DIRECT_SLOT and reads_window_in_place(geo, dtype)
     flat = window and flat_rows(geo)
-    ranges = slot == DIRECT_SLOT or (window and geo["sw"] > 1)
     # channel blocks: the fewest that fit, and (window tiles: nothing repacked per block)
     # up to 2 * nthreads more, so that few output positions still spread over the threads
     nb0 = -(-Mg // cap_m)
@@ -165,9 +171,8 @@ def _plan_slot(slot, geo, sizes, dtype, nthreads):
             live = (grid[:, 0] // G < n_) & (cv > 0) & (cw > 0)
             cost = np.where(live, _tile_cost(slot, dtype, K, mv[grid[:, 3]], cv, cw, window,
                                              flat & (cw == ow_)), 0.0)
-            # as the driver deals them (conv_deal): ranges balanced by these weights for
-            # direct tiles and tiles that read a phase-split copy, else cyclically
-            if ranges:
+            # as the driver deals them: ranges balanced by these weights, or cyclically
+            if deals_ranges(slot, window, geo["sw"], n_):
                 weight = np.where(live, mv[grid[:, 3]] * cv * cw, 0)
                 span += makespan(cost, nthreads, 1, "balanced", weight) / 2
             else:

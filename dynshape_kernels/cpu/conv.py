@@ -27,9 +27,9 @@ group, output positions), see ``CONV_TILES``:
 Every slot runs every geometry; the planner (``dynshape.runtime.conv``) picks one per table
 by a cost model. ``conv_driver`` runs a whole parameter table (layout in ``conv_layout``) in
 ONE call: ``prange`` over threads, entries dealt out in contiguous ranges balanced by their
-work (tiles that read a phase-split copy, which each thread makes of its own tiles' rows, and
-direct tiles) or cyclically (``conv_deal``), each thread with its own packed buffers; every
-entry ends in the epilogue slot
+work (tiles that read a phase-split copy, which each thread makes of its own tiles' rows,
+direct tiles, several images) or cyclically (``conv_deal``), each thread with its own packed
+buffers; every entry ends in the epilogue slot
 (``conv_epilogue``: bias, residual, activation, then the step program of a fused sequence,
 if any, over the whole tile). It is compiled once per dtype (``drivers.get("conv", dtype)``).
 The packed and direct tile functions are inlined into ``_thread_entries`` at Numba's IR
@@ -53,7 +53,8 @@ from numba.extending import overload
 
 from ..abi.tiles import CONV_DIRECT_SLOT, CONV_TILES
 from ..abi.vocabulary import CONV_OPS  # noqa: F401
-from .conv_deal import D_ROW0, D_ROW1, D_SIZE, D_START, D_STEP, D_STOP, clip, deal
+from .conv_deal import (D_ROW0, D_ROW1, D_SIZE, D_START, D_STEP, D_STOP, clip, deal,
+                        deals_ranges)
 from .conv_direct import direct_sizes, direct_tile
 from .conv_inplace import (COPIED, IN_PLACE, PACKED, WG_SIZE, phase_split, window_mode,
                            window_offsets, window_source, window_tile)
@@ -283,9 +284,9 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
     xs = np.empty(size, proto.dtype)
     copied = mode == COPIED
     # each thread's entries and rows of the copy (conv_deal): contiguous ranges for tiles
-    # that read a phase-split copy and for direct tiles, cyclic for the others
+    # that read a phase-split copy, for direct tiles and for several images; else cyclic
     bounds = np.empty((nth, D_SIZE), np.int64)
-    deal(common, entries, copied or not gemm_tiles, nth, bounds)
+    deal(common, entries, deals_ranges(copied, gemm_tiles, common[CV_N]), nth, bounds)
     if nth == 1:    # small problems (the planner's choice): no thread-pool launch
         if copied:
             phase_split(x, common, wgeo, xs, bounds[0, D_ROW0], bounds[0, D_ROW1])

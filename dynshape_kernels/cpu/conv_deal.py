@@ -1,7 +1,8 @@
 """How the conv driver deals its table's entries, and its input's phase-split copy, out to
 its threads.
 
-**Ranges** (tables of direct tiles, and of GEMM tiles that read a phase-split copy): entries
+**Ranges** (direct tiles, GEMM tiles that read a phase-split copy, and calls of several
+images: ``deals_ranges``): entries
 go in contiguous ranges balanced by their work. An entry's weight is its tile's output
 channels x rows x columns, clipped to the call's shape (0 for a tile past it); with ``W_i``
 the weights before entry i and ``T`` their total, entry i goes to thread
@@ -14,7 +15,7 @@ the input rows from the row its own first tile starts at up to where the next th
 begin. Each thread then reads what it copied itself from its own core's caches, but for the
 few rows its last tiles share with the next thread's first.
 
-**Cyclic** (the other tables: GEMM tiles that read x in place, or pack it): entry t goes to
+**Cyclic** (one image whose GEMM tiles read x in place, or pack it): entry t goes to
 thread ``t % nth``. With as many channel blocks as threads each thread takes every tile row
 of one block: an even split of coarse tables, and one block's weights per thread.
 
@@ -30,7 +31,12 @@ of one block: an even split of coarse tables, and one block's weights per thread
   55.7 / 62.6: each thread reads the input of half of the groups (3.3 of 6.6 MB), not all.
 * 64->64 3x3 pad 1 on 57x61 (x read in place): cyclic 276.5 / 270.6; ranges 256.9 / 259.5
   (the even split needs 16-channel tiles there, whose overheads the model underprices; the
-  input fits either core's cache).
+  input fits either core's cache). One image of 64 x 224 x 224: cyclic 12.7-14.0 ms, ranges
+  13.5-14.2.
+* several images, x read in place (us, two alternating rounds): 256->64 1x1 on 4 x 56x56
+  cyclic 1996 / 2044, ranges 1702 / 1701 (each thread reads its two images, not all four);
+  64->64 3x3 on 8 x 56x56 6482 / 6448 against 6538 / 6672, 128->128 3x3 on 8 x 28x28
+  6583 / 6558 against 6677 / 6464 (within the noise).
 """
 import numpy as np
 from numba import njit
@@ -61,6 +67,14 @@ def entry_weight(common, entries, t):
     if mv <= 0 or vh <= 0 or vw <= 0:
         return np.int64(0)
     return np.int64(mv * vh * vw)
+
+
+@njit(inline="always")
+def deals_ranges(copied, gemm_tiles, n_images):
+    """Whether a call deals ranges (else cyclic): its tiles read a phase-split copy, or are
+    direct tiles, or it has several images (``planning.conv.deals_ranges`` prices the same
+    rule)."""
+    return copied or not gemm_tiles or n_images > 1
 
 
 #: columns of a thread's row of the deal (``deal``)

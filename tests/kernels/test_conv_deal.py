@@ -6,8 +6,10 @@ right."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from numba import njit
 
 import dynshape
+from dynshape.planning import conv as planner
 from dynshape.planning.makespan import balanced_threads, makespan
 from dynshape_kernels.abi import conv_table as CT
 from dynshape_kernels.cpu import conv_deal as CD
@@ -90,6 +92,26 @@ def test_deal_partitions_entries_and_rows_as_the_planner_prices_them(table, nth,
         if live:
             t = live[0]
             assert bounds[th, CD.D_ROW0] <= e[t, CT.T_N] * H + min(max(e[t, CT.T_IH0], 0), H)
+
+
+@pytest.mark.parametrize("slot", [0, 1, planner.DIRECT_SLOT])
+@pytest.mark.parametrize("window", [False, True])
+@pytest.mark.parametrize("sw, xsw", [(1, 1), (2, 1), (3, 1), (1, 2)])
+@pytest.mark.parametrize("n_images", [1, 2, 5])
+def test_the_planner_prices_the_deal_the_driver_makes(slot, window, sw, xsw, n_images):
+    """The planner's rule (geometry only) and the driver's (the call's window mode) agree
+    wherever the planner can know the mode: x with unit column stride."""
+    direct = slot == planner.DIRECT_SLOT
+    copied = not direct and window and (sw != 1 or xsw != 1)
+    kernel = _deals_ranges(copied, not direct, n_images)
+    if xsw == 1:
+        assert planner.deals_ranges(slot, window, sw, n_images) == kernel
+    assert kernel == (direct or copied or n_images > 1)
+
+
+@njit
+def _deals_ranges(copied, gemm_tiles, n_images):
+    return CD.deals_ranges(copied, gemm_tiles, n_images)
 
 
 def test_balanced_makespan_needs_weights():
