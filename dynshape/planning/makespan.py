@@ -2,7 +2,7 @@
 of every work item and how the driver deals the items out to its threads.
 
 Work items are ``entries x outer index`` (outer-major: item ``k * E + e`` is entry ``e`` of
-outer index ``k``). Drivers deal them out in one of two ways:
+outer index ``k``). Drivers deal them out in one of these ways:
 
 * ``"cyclic"``: item t goes to thread ``t % threads`` (reduce, row-wise, pool drivers);
 * ``"chunks"``: contiguous equal chunks, one per thread (the matmul driver);

@@ -2,10 +2,10 @@
 its threads.
 
 **Ranges** (direct tiles, GEMM tiles that read a phase-split copy, and calls of several
-images: ``deals_ranges``): entries
-go in contiguous ranges balanced by their work. An entry's weight is its tile's output
-channels x rows x columns, clipped to the call's shape (0 for a tile past it); with ``W_i``
-the weights before entry i and ``T`` their total, entry i goes to thread
+images: ``deals_ranges``): entries go in contiguous ranges balanced by their work. An
+entry's weight is its tile's output channels x rows x columns, clipped to the call's shape
+(0 for a tile past it); with ``W_i`` the weights before entry i and ``T`` their total,
+entry i goes to thread
 ``min(nth - 1, (2 W_i + w_i) nth // (2 T))``, the thread whose share of the total holds the
 entry's midpoint. A table lists its tiles by image, group, tile row, tile column and channel
 block (``planning.conv``), so one thread's tiles are neighbours that read neighbouring input
@@ -36,7 +36,9 @@ of one block: an even split of coarse tables, and one block's weights per thread
 * several images, x read in place (us, two alternating rounds): 256->64 1x1 on 4 x 56x56
   cyclic 1996 / 2044, ranges 1702 / 1701 (each thread reads its two images, not all four);
   64->64 3x3 on 8 x 56x56 6482 / 6448 against 6538 / 6672, 128->128 3x3 on 8 x 28x28
-  6583 / 6558 against 6677 / 6464 (within the noise).
+  6583 / 6558 against 6677 / 6464 (within the noise). bfloat16 (packed tiles, whose
+  weights a thread packs once per run of tiles of one channel block): 1x1 on 4 x 56x56
+  2048 / 1988 against 1850 / 1830, the 3x3 cases within the noise.
 """
 import numpy as np
 from numba import njit
