@@ -25,6 +25,7 @@ from bench.harness import environment  # noqa: E402
 if __name__ == "__main__":
     environment.prepare(bind=environment.wants_bind())
 
+import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
 import dynshape  # noqa: E402
@@ -96,7 +97,6 @@ SCALING = 1.8
 def scaling(peers, fns, stats, timer):
     """{name: time with one thread / time with the session's threads} for dynshape out= and
     PyTorch (allocating), or {} when the session runs one thread."""
-    import numba
     n = numba.get_num_threads()
     if n < 2:
         return {}
@@ -152,7 +152,6 @@ def main(argv=None):
             f"  {verdict(t)}")
         sc = scaling(peers, fns, stats, s.time)
         if sc:
-            import numba
             met = sc["dyn out="] >= SCALING
             s.print(f"{'':32s}  thread scaling 1 -> {numba.get_num_threads()}: " + ", ".join(
                 f"{k.split()[0]} {v:.2f}x" for k, v in sc.items()) +

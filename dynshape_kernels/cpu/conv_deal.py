@@ -102,9 +102,11 @@ def deal(common, entries, ranges, nth, bounds):
             bounds[th, D_ROW0] = th * rows // nth
             bounds[th, D_ROW1] = (th + 1) * rows // nth
         return
+    weight = np.empty(ne, np.int64)        # each entry's weight, computed once
     total = np.int64(0)
     for t in range(ne):
-        total += entry_weight(common, entries, t)
+        weight[t] = entry_weight(common, entries, t)
+        total += weight[t]
     for th in range(nth):
         bounds[th, D_START] = ne
         bounds[th, D_STOP] = ne
@@ -113,7 +115,7 @@ def deal(common, entries, ranges, nth, bounds):
     bounds[0, D_START] = 0
     before = np.int64(0)
     for t in range(ne):
-        w = entry_weight(common, entries, t)
+        w = weight[t]
         th = 0 if total == 0 else min(nth - 1, (2 * before + w) * nth // (2 * total))
         while cur < th:
             bounds[cur, D_STOP] = t
@@ -127,7 +129,7 @@ def deal(common, entries, ranges, nth, bounds):
     for th in range(nth - 1, 0, -1):
         row = bounds[th, D_ROW1]
         for t in range(bounds[th, D_START], bounds[th, D_STOP]):
-            if entry_weight(common, entries, t) > 0:
+            if weight[t] > 0:
                 ih = min(max(entries[t, T_IH0], np.int64(0)), H)
                 row = min(row, entries[t, T_N] * H + ih)
                 break
