@@ -53,6 +53,7 @@ from numba.extending import overload
 
 from ..abi.tiles import CONV_DIRECT_SLOT, CONV_TILES
 from ..abi.vocabulary import CONV_OPS  # noqa: F401
+from .callee import callee
 from .conv_deal import (D_ROW0, D_ROW1, D_SIZE, D_START, D_STEP, D_STOP, clip, deal,
                         deals_ranges)
 from .conv_direct import direct_sizes, direct_tile
@@ -91,14 +92,14 @@ N_SLOTS = len(CONV_TILES)
 DIRECT_SLOT = CONV_DIRECT_SLOT
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _ukernel(slot, y):
     """(MR, NR, KC cap) of a GEMM slot's micro-kernel for y's dtype."""
     cfg = _slot_cfg_stub(y)[slot]
     return cfg[0], cfg[1], cfg[4]
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _uk(slot, kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc):
     if slot == 0:
         _uk0(kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc)
@@ -307,7 +308,7 @@ def conv_driver(x, w, b, res, y, common, entries, fattrs, prog, pattrs, sides, c
                                     wgeo, ws))
 
 
-@njit(cache=True)
+@callee(cache=True)
 def workspace_span(sa, sb, sc, proto):
     """Elements of one thread's part of the workspace: its ``sa``, ``sb`` and ``sc`` element
     buffers each 64-byte aligned, the part rounded up to whole pages (``WS_PAGE``)."""
@@ -316,7 +317,7 @@ def workspace_span(sa, sb, sc, proto):
     return round_up(n, WS_PAGE // proto.itemsize)
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _thread_entries(th, x, w, b, res, y, common, entries, bounds, sa, sb, sc, ldc, code, a0,
                     a1, prog, pattrs, sides, cgeo, mode, xs, wgeo, ws):
     """The entries ``bounds[th]`` deals this thread (``conv_deal``), with its part of the

@@ -45,9 +45,10 @@ from numba import njit
 
 from ..abi.conv_table import (CV_G, CV_H, CV_MG, CV_N, CV_OH, CV_OW, T_G, T_IH0, T_M0, T_MV,
                               T_N, T_OH0, T_OW0, T_VH, T_VW)
+from .callee import callee
 
 
-@njit(cache=True)
+@callee(cache=True)
 def clip(start, count, size):
     """Valid count of a tile dimension for the real size (0 when the start is past it)."""
     if start < 0 or start >= size:
@@ -55,7 +56,7 @@ def clip(start, count, size):
     return min(count, size - start)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def entry_weight(common, entries, t):
     """Output channels x rows x columns of entry t's tile within the call's shape; 0 for an
     entry the driver skips (past the shape)."""
@@ -83,7 +84,7 @@ def deals_ranges(copied, gemm_tiles, n_images):
 D_START, D_STOP, D_STEP, D_ROW0, D_ROW1, D_SIZE = range(6)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def deal(common, entries, ranges, nth, bounds):
     """Fill ``bounds`` (int64, shape (nth, D_SIZE)): thread th runs entries ``D_START,
     D_START + D_STEP, ... < D_STOP`` of its row and copies the input rows (key ``n*H + ih``,

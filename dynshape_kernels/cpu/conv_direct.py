@@ -16,6 +16,7 @@ tile) runs before the store; the accumulators start at the bias.
 import numpy as np
 from numba import njit
 
+from .callee import callee
 from .conv_epilogue import finish_channel, prepare_channel, store_channel, tile_steps
 from ..abi.conv_table import (CV_BOFF, CV_BS, CV_CG, CV_DH, CV_DW, CV_H, CV_HASB, CV_HASR, CV_KH,
                           CV_KW, CV_MG, CV_ROFF, CV_RSC, CV_RSH, CV_RSN, CV_RSW, CV_SH, CV_SW,
@@ -27,7 +28,7 @@ from .half import load, store
 from .scalar_ops import IDENTITY
 
 
-@njit(cache=True)
+@callee(cache=True)
 def direct_sizes(vh, vw, mv, KH, KW, sh, sw, dh, dw):
     """(R, Wp, accumulator pitch, buffer size, accumulator size) of a direct tile."""
     R = (vh - 1) * sh + (KH - 1) * dh + 1
@@ -39,7 +40,7 @@ def direct_sizes(vh, vw, mv, KH, KW, sh, sw, dh, dw):
     return R, Wp, pitch, max(R * Wp, phased), mv * vh * pitch
 
 
-@njit(cache=True, _nrt=False)
+@callee(cache=True, _nrt=False)
 def _pack_phases(x, xc, xsh, xsw, H, W, ih0, iw0, R, Wp, sh, sw, Rq, Wq, buf):
     """The window's ``R x Wp`` elements ``x[ih0 + i, iw0 + j]`` split by the strides:
     ``buf[((a*sw + b)*Rq + qr)*Wq + qc] = x[ih0 + qr*sh + a, iw0 + qc*sw + b]``, 0 outside x
@@ -75,7 +76,7 @@ def _pack_phases(x, xc, xsh, xsw, H, W, ih0, iw0, R, Wp, sh, sw, Rq, Wq, buf):
                 qr += 1
 
 
-@njit(cache=True, _nrt=False)
+@callee(cache=True, _nrt=False)
 def _pack_rows(x, xc, xsh, xsw, H, W, ih0, iw0, R, Wp, buf):
     """buf[r, j] = x[ih0 + r, iw0 + j] inside x, 0 outside (padding is not read)."""
     zero = buf.dtype.type(0)
@@ -100,13 +101,13 @@ def _pack_rows(x, xc, xsh, xsw, H, W, ih0, iw0, R, Wp, buf):
             store_at(buf, d + j, zero)
 
 
-@njit(cache=True, _nrt=False, fastmath={"contract"})
+@callee(cache=True, _nrt=False, fastmath={"contract"})
 def _flat1(acc, a0_, n, buf, o, w0):
     for q in range(n):
         store_at(acc, a0_ + q, load_at(acc, a0_ + q) + w0 * load_at(buf, o + q))
 
 
-@njit(cache=True, _nrt=False, fastmath={"contract"})
+@callee(cache=True, _nrt=False, fastmath={"contract"})
 def _flat3(acc, a0_, n, buf, o, d, w0, w1, w2):
     for q in range(n):
         store_at(acc, a0_ + q, load_at(acc, a0_ + q) + (w0 * load_at(buf, o + q)
@@ -114,7 +115,7 @@ def _flat3(acc, a0_, n, buf, o, d, w0, w1, w2):
                                                          + w2 * load_at(buf, o + 2 * d + q)))
 
 
-@njit(cache=True, _nrt=False, fastmath={"contract"})
+@callee(cache=True, _nrt=False, fastmath={"contract"})
 def _flat3x3(acc, a0_, n, buf, o, d, e, w0, w1, w2, w3, w4, w5, w6, w7, w8):
     """acc += the 9 taps of a 3x3 kernel in one pass (``d``: the buffer step between the
     taps of a row, ``e``: between kernel rows; weights row-major)."""
@@ -129,7 +130,7 @@ def _flat3x3(acc, a0_, n, buf, o, d, e, w0, w1, w2, w3, w4, w5, w6, w7, w8):
                        + w8 * load_at(buf, p + 2 * e + 2 * d))))
 
 
-@njit(cache=True, _nrt=False, fastmath={"contract"})
+@callee(cache=True, _nrt=False, fastmath={"contract"})
 def _flat3x3_out(y, yo, ysh, vh, vw, buf, Wp, d, e, bval, w0, w1, w2, w3, w4, w5, w6, w7, w8):
     """``y[yo + r*ysh + j] = bval +`` the 9 taps of a 3x3 kernel at ``buf[r*Wp + j]`` (the
     sum of ``_flat3x3``) for r < vh, j < vw: one input channel's whole product, stored
@@ -148,7 +149,7 @@ def _flat3x3_out(y, yo, ysh, vh, vw, buf, Wp, d, e, bval, w0, w1, w2, w3, w4, w5
                            + w8 * load_at(buf, p + 2 * e + 2 * d)))))
 
 
-@njit(cache=True, _nrt=False, fastmath={"contract"})
+@callee(cache=True, _nrt=False, fastmath={"contract"})
 def _taps3x3_out(y, yo, ysh, vh, vw, buf, Wq, t0, t1, t2, t3, t4, t5, t6, t7, t8, bval, w0, w1,
                  w2, w3, w4, w5, w6, w7, w8):
     """``y[yo + r*ysh + j] = bval + sum_k w_k * buf[t_k + r*Wq + j]`` for r < vh, j < vw:
@@ -179,13 +180,13 @@ def _phase_starts(d, s, far, near):
     return 0, (d % s) * far + (d // s) * near, ((2 * d) % s) * far + ((2 * d) // s) * near
 
 
-@njit(cache=True, _nrt=False, fastmath={"contract"})
+@callee(cache=True, _nrt=False, fastmath={"contract"})
 def _strided1(acc, a0_, vw, buf, o, sw, w0):
     for j in range(vw):
         store_at(acc, a0_ + j, load_at(acc, a0_ + j) + w0 * load_at(buf, o + j * sw))
 
 
-@njit(cache=True, _nrt=False)
+@callee(cache=True, _nrt=False)
 def _add_taps(acc, a0_, buf, w, wr, vh, vw, Wp, pitch, KH, KW, sh, sw, dh, dw):
     """acc (one output channel, rows of ``pitch``) += all taps of one input channel."""
     flat = sh == 1 and sw == 1

@@ -26,8 +26,8 @@ only (no side read by position) runs over the whole span of the tile's accumulat
 the scratch between rows and channels included (``steps.scratch_span``).
 """
 import numpy as np
-from numba import njit
 
+from .callee import callee
 from .steps import MAX_SIDES, apply_steps_as, scratch_span
 from .switches import map_inplace
 from .gemm_ukernel import load_at, store_at
@@ -35,7 +35,7 @@ from .half import load, store
 from .scalar_ops import IDENTITY
 
 
-@njit(cache=True, _nrt=False)
+@callee(cache=True, _nrt=False)
 def prepare_channel(acc, a, vh, vw, pitch, has_b, bval, has_r, res, ro, rsh, rsw, code, a0,
                     a1):
     """``acc[a + r*pitch + j] = act(acc[...] + bval + res[ro + r*rsh + j*rsw])`` for r < vh,
@@ -62,7 +62,7 @@ def prepare_channel(acc, a, vh, vw, pitch, has_b, bval, has_r, res, ro, rsh, rsw
         map_inplace(code, seg, n_, a0, a1)
 
 
-@njit(cache=True, _nrt=False)
+@callee(cache=True, _nrt=False)
 def store_channel(acc, a, vh, vw, pitch, y, yo, ysh, ysw):
     """``y[yo + r*ysh + j*ysw] = acc[a + r*pitch + j]`` for r < vh, j < vw."""
     for r in range(vh):
@@ -76,7 +76,7 @@ def store_channel(acc, a, vh, vw, pitch, y, yo, ysh, ysw):
                 store_at(y, o + j * ysw, store(y, load_at(acc, d + j)))
 
 
-@njit(cache=True, _nrt=False)
+@callee(cache=True, _nrt=False)
 def finish_channel(acc, a, vh, vw, pitch, y, yo, ysh, ysw, has_b, bval, has_r, res, ro,
                    rsh, rsw, code, a0, a1):
     """Store ``act(acc[a + r*pitch + j] + bval + res[ro + r*rsh + j*rsw])`` to
@@ -88,7 +88,7 @@ def finish_channel(acc, a, vh, vw, pitch, y, yo, ysh, ysw, has_b, bval, has_r, r
     store_channel(acc, a, vh, vw, pitch, y, yo, ysh, ysw)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def tile_steps(y, acc, a, cstride, mv, vh, vw, pitch, prog, pattrs, sides, cgeo, lgeo, n, m,
                oh0, ow0):
     """Run the step program on the ``mv`` channels of a tile (channel i's rows of ``vw`` at

@@ -44,6 +44,7 @@ from numba.extending import overload
 from ..abi.tiles import CONV_WINDOW_TILES, conv_window_tile
 from ..abi.conv_table import (CV_C, CV_N, CV_CG, CV_DH, CV_DW, CV_H, CV_KH, CV_KW, CV_SH,
                               CV_SW, CV_W, CV_XOFF, CV_XSC, CV_XSH, CV_XSN, CV_XSW)
+from .callee import callee
 from .conv_window import col_range
 from .deinterleave import can_split2, split2
 from .gemm_inplace import make_inplace_ukernel
@@ -89,7 +90,7 @@ def _window_mode(x, common):
     return impl
 
 
-@njit(cache=True)
+@callee(cache=True)
 def window_source(mode, common, ih0, iw0, wgeo):
     """Fill ``wgeo`` for ``mode`` (not ``PACKED``; ``(ih0, iw0)``: any tile's first input
     row and column) and return the element count of the phase-split copy (0 in place). The
@@ -126,7 +127,7 @@ def window_source(mode, common, ih0, iw0, wgeo):
     return common[CV_N] * wgeo[WG_SN]
 
 
-@njit(cache=True)
+@callee(cache=True)
 def phase_used(r, f, taps, d):
     """Whether phase ``a`` (bit a of the result) of a split by ``f`` is read by some of the
     ``taps`` kernel taps (dilation d) when the tiles start at phase r."""
@@ -144,7 +145,7 @@ def is_used(used, a):
     return used == -1 or (used >> a) & 1 == 1
 
 
-@njit(cache=True)
+@callee(cache=True)
 def phase_split(x, common, wgeo, xs, lo, hi):
     """Input rows ``lo .. hi`` (row key ``n*H + ih``), of every channel, of x (any strides)
     into their phases of the copy ``xs`` (``window_source``), the phases some tap reads only
@@ -198,7 +199,7 @@ def phase_split(x, common, wgeo, xs, lo, hi):
                     qh += 1
 
 
-@njit(cache=True)
+@callee(cache=True)
 def lane_bits(lo, hi):
     """An int64 with bits ``lo .. hi-1`` set (clipped to ``0 .. 64``)."""
     lo = max(lo, 0)
@@ -235,7 +236,7 @@ def col_mask(q0, ncols, vw, lo, hi):
     return m
 
 
-@njit(cache=True, _nrt=False)
+@callee(cache=True, _nrt=False)
 def window_offsets(wgeo, common, koff):
     """``koff[k]``, k = (c, kh, kw): the offset of row k of every window tile's B matrix
     from its segment's first source element (the tap's phase, row and column in the

@@ -13,13 +13,13 @@ into a per-thread buffer in the micro-kernels' B layout (NR-column micro-panels,
 padding are written as zero and never read from memory; no copy of the whole input (no
 im2col matrix) is ever made. Columns past ``vh*vw`` in the last micro-panel are zero.
 """
-from numba import njit
 
+from .callee import callee
 from .gemm_ukernel import load_at, store_at
 from .half import load
 
 
-@njit(cache=True)
+@callee(cache=True)
 def col_range(iwb, sw, W, vw):
     """Tile columns ``j`` in ``[lo, hi)`` whose input column ``iwb + j*sw`` lies in
     ``[0, W)`` (``sw >= 1``); an empty range has ``lo == hi``."""
@@ -33,7 +33,7 @@ def col_range(iwb, sw, W, vw):
     return lo, hi
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _zero_seg(dst, p_lo, p_hi, NR, PS, d0):
     """Zero positions ``p_lo .. p_hi`` of packed row ``k`` (``d0 = k*NR``)."""
     zero = dst.dtype.type(0)
@@ -48,7 +48,7 @@ def _zero_seg(dst, p_lo, p_hi, NR, PS, d0):
         p += n
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _copy_seg(x, s0, xs, dst, p0, lo, hi, NR, PS, d0):
     """Positions ``p0+lo .. p0+hi`` of packed row ``k`` from ``x[s0 + j*xs]``."""
     j = lo
@@ -68,7 +68,7 @@ def _copy_seg(x, s0, xs, dst, p0, lo, hi, NR, PS, d0):
         j += n
 
 
-@njit(cache=True)
+@callee(cache=True)
 def pack_window(x, xb, xsc, xsh, xsw, H, W, ih0, iw0, sh, sw, dh, dw, KH, KW,
                 k0, kc, vh, vw, NR, dst):
     """Pack rows ``k0 .. k0+kc`` of the tile's B matrix into ``dst`` (see module doc).

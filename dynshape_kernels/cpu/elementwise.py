@@ -19,6 +19,7 @@ from ..abi.vocabulary import EXP, GELU, GELU_TANH, IDENTITY, LOG, SIGMOID, SILU,
 from ..abi.tiles import ELEMENTWISE_TILES
 from .address_link import Link
 from ..catalog import CATALOG
+from .callee import callee
 from .lookup import lookup_map
 from .borrowed import borrowed, hold
 from .prefetch import prefetch_on, prefetch_span
@@ -127,7 +128,7 @@ def stream_span(ov, w):
     return g, g + (n - g) // w * w
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _stream_map(code, xv, ov, a0, a1):
     """ov = op(xv) (disjoint, unit stride) with the whole lines of ``ov`` stored streaming;
     the lines before the first line start and after the last whole block store normally.
@@ -147,7 +148,7 @@ def _stream_map(code, xv, ov, a0, a1):
     map_contig(code, xv[e:], ov[e:], n - e, a0, a1)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _math_stream(code, xv, ov, h, e, a0, a1):
     """``ov[h:f] = op(xv[h:f])`` for a math op (``STREAM_MATH``), streaming: blocks of
     MATH_BLOCK_BYTES computed by the op's own loop into an L1 buffer, each streamed as
@@ -168,7 +169,7 @@ def _math_stream(code, xv, ov, h, e, a0, a1):
     return f
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _stream_zip(code, av, bv, ov, buf):
     """ov = av op bv (disjoint from ov, unit stride), as :func:`_stream_map`; ``buf``: one
     block of scratch."""
@@ -182,7 +183,7 @@ def _stream_zip(code, av, bv, ov, buf):
     zip_contig(code, av[e:], bv[e:], ov[e:], n - e)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def resolve(off, anchor, size, t):
     """(offset, valid length) of an entry in one dimension; valid 0 means do nothing."""
     o = size - off if anchor == ANCHOR_END else off
@@ -210,7 +211,7 @@ def same_rows(x, xb, xsm, o, ob, osm):
     return xsm == osm and same_element(x, xb, o, ob)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def outer_offset(common, op, oi):
     """Element offset of outer (batch) index ``oi`` for operand ``op``."""
     base = C_OPS + op * OP_BLOCK
@@ -223,7 +224,7 @@ def outer_offset(common, op, oi):
     return off
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _unary_row(code, x, xb, xs, o, ob, os, n, a0, a1, scratch, attrs):
     """One row. Strided rows are gathered into ``scratch`` in chunks, mapped by the same
     vectorized loops as contiguous rows, and scattered back. A half-precision op whose
@@ -246,7 +247,7 @@ def _unary_row(code, x, xb, xs, o, ob, os, n, a0, a1, scratch, attrs):
         k += c
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _store_chunk(o, ob, os, scratch, c):
     """``o[ob + i*os] = scratch[i]`` for i < c; a unit-stride output through a view (LLVM
     vectorizes it; the index arithmetic of the strided form keeps it scalar, 3x slower)."""
@@ -259,7 +260,7 @@ def _store_chunk(o, ob, os, scratch, c):
             o[ob + i * os] = scratch[i]
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _unary_short_rows(code, x, xb, xsm, o, ob, osm, k, v1, a0, a1, attrs):
     """``k > 1`` unit-stride rows of ``v1 < SHORT_ROW`` elements. A switch call per row
     costs more than a short row's vector work (relu of x[:, :64] for x of 4096 x 100: 18 ns
@@ -300,7 +301,7 @@ def _unary_short_rows(code, x, xb, xsm, o, ob, osm, k, v1, a0, a1, attrs):
                 ov[j] = t[j]
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _unary_rows(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, mode1, t1, w1, a0, a1, attrs):
     """Valid rows of a tile; a VARIABLE_PARTIAL column tail runs T1-w fixed + a short rest;
     many short unit-stride rows through :func:`_unary_short_rows`."""
@@ -320,7 +321,7 @@ def _unary_rows(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, mode1, t1, w1, a
             _unary_row(code, x, xr, xsn, o, orow, osn, v1, a0, a1, scratch, attrs)
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _unary_scratch(code, x, xb, xsm, xsn, o, ob, osm, osn, v0, v1, t0, t1, pf, a0, a1, full,
                    attrs):
     """A tile through a scratch copy: DISCARD tails (``full``: the whole zero-padded tile is
@@ -393,7 +394,7 @@ def _unary_entry(x, o, common, entries, e, oi, attrs):
                      t1, w1, a0, a1, attrs))
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _unary_run(x, o, common, entries, idx, end, attrs):
     """Entry ``idx`` and, when it is one row with unit column strides, the entries after it
     (up to ``end``) that continue it row by row (:func:`_run_length`), decoded once.
@@ -445,7 +446,7 @@ def unary_driver(x, o, common, entries, attrs):
             store_fence()
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _binary_strided_row(code, a, ab, asn, b, bb, bsn, o, ob, osn, n, sa, sb):
     """One row with a strided column walk (unit-stride rows go to :func:`_binary_rows`):
     chunks gathered into sa/sb, run by the vectorized loop in place, stored."""
@@ -460,7 +461,7 @@ def _binary_strided_row(code, a, ab, asn, b, bb, bsn, o, ob, osn, n, sa, sb):
         k += c
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _binary_scratch(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, osn, v0, v1, t0, t1,
                     full):
     """DISCARD tails (whole zero/one-padded tile computed) and tiles with a strided output
@@ -473,7 +474,7 @@ def _binary_scratch(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, osn, v0,
     scatter_tile(o, ob, osm, osn, v0, v1, sa, t1, np.int64(0))
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _binary_gathered(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, v0, v1, t0, t1, pf):
     """A 2-D tile whose output rows are unit-stride and one operand's (or both) are not (a
     transposed operand, or a column broadcast): that operand is gathered into a scratch
@@ -494,7 +495,7 @@ def _binary_gathered(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, v0, v1,
     _zip_tiles(code, a, ab, asm, sa, ga, b, bb, bsm, sb, gb, o, ob, osm, v0, v1, t1, pf)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _zip_tiles(code, a, ab, asm, sa, ga, b, bb, bsm, sb, gb, o, ob, osm, k, v1, pitch, pf):
     """One zip_rows call over ``k`` rows of ``v1`` elements, each input read from its
     scratch tile (row pitch ``pitch``) when flagged (``ga``, ``gb``), else in place. The
@@ -587,7 +588,7 @@ def _binary_entry(a, b, o, common, entries, e, oi):
             _binary_strided_row(code, a, ar, asn, b, br, bsn, o, orow, osn, v1, sa, sb)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _run_length(common, entries, idx, end, r0, rows_at):
     """How many entries from ``idx`` (a one-row entry at row ``r0``) up to ``end`` continue
     it row by row: the same kernel, tail modes and columns, the next row each, and the same
@@ -616,7 +617,7 @@ def _run_length(common, entries, idx, end, r0, rows_at):
     return k
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _whole_rows(common, entries, idx, end, r0):
     """``(rows, taken)``: the whole rows from row ``r0`` that the entries from ``idx`` (up
     to ``end``, in one outer index) cover one after the other, each row in one-row tiles
@@ -675,7 +676,7 @@ def tiles_per_row(common, entries):
     return c if c < min(64, entries.shape[0]) else 1
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _run_start(common, entries, idx, nops):
     """(entry, outer index, local kernel id, row, column, valid columns, T1, w) of work
     item ``idx``; valid columns 0 unless it can start a run of rows: a one-row tile whose
@@ -706,7 +707,7 @@ def _run_start(common, entries, idx, nops):
     return e, oi, local, r0, r1, v1, t1, w1
 
 
-@njit(cache=True)
+@callee(cache=True)
 def live_total(common, entries):
     """The work items (entry x outer index) a parallel driver shares among its threads: all
     but the table's trailing entries that lie wholly past the call's shape, in the last
@@ -725,7 +726,7 @@ def live_total(common, entries):
     return n * common[C_NOUTER] - (n - live)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _scalar_rows(code, a, ab, asm, asn, b, bb, bsm, o, ob, osm, k, v1):
     """``k`` rows where b has one value per row (column stride 0) and a unit column stride
     (or, when ``asn`` is 0, the other way round): one zip_scalar call per row."""
@@ -754,7 +755,7 @@ def _scalar_rows(code, a, ab, asm, asn, b, bb, bsm, o, ob, osm, k, v1):
             zip_scalar_b(code, av, b[br], o[orow:orow + v1], v1)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _fill_repeated(row, tile, n):
     """``tile[:n]`` = ``row`` repeated (``n`` a multiple of its length): the row copied once,
     then the tile's filled part copied after itself (a few long copies, not one per row)."""
@@ -771,7 +772,7 @@ def _fill_repeated(row, tile, n):
         filled += c
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _expand(side, sb, ssm, ssn, tile, r0, kk, v1):
     """Rows r0 .. r0+kk of a repeating input into a scratch tile (pitch v1): one value per row
     filled along the row, a repeated row copied. Written out here rather than through
@@ -793,7 +794,7 @@ def _expand(side, sb, ssm, ssn, tile, r0, kk, v1):
                 t[j] = sv[j]
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _short_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
     """``k`` rows of ``v1 < SHORT_ROW`` elements where an input repeats: one value per row
     (column stride 0) or the same row for every row (row stride 0); both inputs may (e.g.
@@ -834,7 +835,7 @@ def _short_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
     hold(tiles)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _repeated_row(code, left, x, xb, r, rb, o, ob, k, v1):
     """``k`` rows of ``v1`` elements that follow each other in ``x`` (from ``x[xb]``) and in
     the output (from ``o[ob]``, not x's own memory), each combined with the same row
@@ -902,7 +903,7 @@ def _period_stream(code, x, xb, r, rb, o, ob, k, v1):
     return True
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _binary_run(a, b, o, common, entries, idx, end):
     """Entry ``idx`` and, when it is one row whose three operands have unit column stride
     (a row-broadcast side included) or one input has one value per row, the entries after
@@ -967,7 +968,7 @@ def _binary_run(a, b, o, common, entries, idx, end):
     return used
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _binary_rows(code, a, ab, asm, asn, b, bb, bsm, bsn, o, ob, osm, k, v1):
     """``k`` rows of ``v1`` elements, the output's and each input's unit-stride or (one
     input at most) one value per row: short rows with a repeating input through
@@ -1018,7 +1019,7 @@ def _rows_in_place(code, left, a, ab, asm, b, bb, bsm, o, ob, osm, k, v1):
                          ob + r0 * osm + c0, osm, kk, cw)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def run_size(common, total, elements):
     """Entries per parallel work item of the unary and binary drivers: RUN_ENTRIES, or, for
     rows shorter than ``elements`` / RUN_ENTRIES, as many as make about ``elements``

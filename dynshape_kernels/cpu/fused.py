@@ -52,6 +52,7 @@ from numba import njit, prange, types
 
 from ..abi.common_area import (C_M, C_N, C_NOUTER, C_OPS, E_ANCH0, E_ANCH1, E_OFF0, E_OFF1,
                            OP_BLOCK, OP_SM, OP_SN)
+from .callee import callee
 from .elementwise import (SERIAL_ELEMENTS, STREAMS_BINARY, outer_offset, resolve, same_rows,
                           stream_span)
 from .prefetch import prefetch_on
@@ -94,7 +95,7 @@ SIDE_OP0 = 2
 
 
 # ---- tiles ---------------------------------------------------------------------------------
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _side_geometry(common, oi, nsides, sgeo):
     """sgeo rows (offset at outer index oi, 0, row stride, column stride) of each side."""
     for s in range(nsides):
@@ -104,7 +105,7 @@ def _side_geometry(common, oi, nsides, sgeo):
         sgeo[s, G_COL] = common[blk + OP_SN]
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _first_step_from(x, o, prog, pattrs, sides, sgeo, xb, xsm, ob, osm, v0, v1, r0, r1):
     """Run the chain's first step reading the unit-stride rows of x and writing the output
     rows (no copy of x first); False if the first step cannot (strided side, no steps)."""
@@ -225,7 +226,7 @@ def _step_into(kind, code, a0, a1, c, src, dst, n):
         zip_scalar_a(code, c, src, dst, n)
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _last_stream(prog, pattrs, o, d, src, soff, n, x, pf, part):
     """``o[d:d + n] = last step(src[soff:soff + n])`` for a program whose last step is unary
     or constant: the whole lines in pieces of ``part.size`` elements computed into ``part``
@@ -523,7 +524,7 @@ def _work_item(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides,
                   r0, v0)
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _chunk(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides, c, stride, block,
            total, psum, pext, pvalid):
     """Blocks c, c + stride, ... of ``block`` consecutive work items, with one tile buffer
@@ -549,7 +550,7 @@ def _chunk(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides, c, 
                        buf, idx, psum, pext, pvalid)
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _finish_all(o, oi_out, of_out, fctl, count, psum, pext, pvalid):
     """Combine the partials of T_REDUCE_ALL into element 0 of the output of its kind."""
     code = fctl[F_TCODE]

@@ -2,11 +2,12 @@
 accumulators of a reduction over rows or over every element (float64 / int64 sums, extremes,
 sums and means written to the output of their kind)."""
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 
 from ..abi.vocabulary import LAYER_NORM, LOG_SOFTMAX, MAX, MEAN, SOFTMAX, SUM
 from . import rowwise
+from .callee import callee
 from .half import is_half
 from .reduce_runs import _ext_run, _store_sum, _sum_run, _sum_zero, nan_max, nan_min  # noqa: F401
 
@@ -55,7 +56,7 @@ def _row_op_impl(code, row, out, eps):
 
 
 # ---- reduction accumulators --------------------------------------------------------------------
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _reduce_block(code, buf, off, n, acc, ext, first):
     """Fold buf[off:off+n] into the running sum ``acc`` or extreme ``ext`` (``first``: the
     extreme has no value yet)."""

@@ -44,6 +44,7 @@ from ..abi.tiles import (MATMUL_A_ROWS_SLOT, MATMUL_DOT_SLOT, MATMUL_INPLACE_SLO
                          MATMUL_SLOTS_F32, MATMUL_SLOTS_F64,
                          matmul_slots)
 from ..abi.storage import carrier, compute
+from .callee import callee
 from .half import compute_empty, load, store
 from .step_link import STEPS
 from .address_link import Link
@@ -86,7 +87,7 @@ _slots_for = matmul_slots
 # --------------------------------------------------------------------------
 # epilogue
 # --------------------------------------------------------------------------
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _epilogue(ws_c, ldc, mv, nv, c_buf, c_off, c_rs, c_cs, alpha, beta,
               cin_buf, cin_off, cin_rs, cin_cs, bias_buf, bias_off, bias_s,
               has_bias, act, m0, n0, bt, prog, pattrs, sides, sgeo):
@@ -396,7 +397,7 @@ def _direct_tile(K, KC, a_buf, a0, a_rs, a_cs, mv, b_buf, b0, b_rs, nv, c_buf, c
                       b0 + pc * b_rs, b_rs, nv, c_buf, c0, c_rs, 1 if pc > 0 else 0, ws)
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _thread_tiles(lo, hi, sa, sb, sc, table, M, N, K, boffs, a_buf, a_rs, a_cs, b_buf, b_rs,
                   b_cs, c_buf, c_rs, c_cs, alpha, beta, cin_buf, cin_rs, cin_cs, bias_buf,
                   bias_off, bias_s, has_bias, act, prog, pattrs, sides, sgeo):

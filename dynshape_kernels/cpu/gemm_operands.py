@@ -4,12 +4,13 @@ row-contiguous B panel, the dot and A-rows slots' k-contiguous A rows, both oper
 in-place slot's tiles) and packing it. Half-precision operands are always packed: packing widens
 them to float32 for the float32 micro-kernels, which never see a carrier."""
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 
 from ..abi.tiles import (MATMUL_A_ROWS_SLOT as A_ROWS_SLOT, MATMUL_DOT_TAIL,
                          MATMUL_DOT_TAIL_MIN_K, MATMUL_INPLACE_SLOT as INPLACE_SLOT,
                          MATMUL_SLOTS_F32 as SLOTS_F32, MATMUL_SLOTS_F64 as SLOTS_F64)
+from .callee import callee
 from .gemm_inplace import make_inplace_ukernel
 from .gemm_pack import _pack_rows
 from .gemm_ukernel import load_at, make_dot_ukernel, make_ukernel, store_at
@@ -59,7 +60,7 @@ def _slot_cfg_ovl(arr):
     return impl
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _call_uk(slot, kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc):
     if slot == 0:
         _uk0(kc, pa, pa_off, pb, pb_off, ldb, cb, cb_off, ldc, acc)
@@ -205,7 +206,7 @@ def _dot_impl(x, xo, y, yo, n):
     return impl
 
 
-@njit(cache=True, _nrt=False)
+@callee(cache=True, _nrt=False)
 def _dot_cols(kc, a_buf, a0, a_rs, mv, b_buf, b0, b_rs, ncols, cb, c0, ldc, acc, ws):
     """``cb[c0 + i*ldc + j]`` receives ``sum_k A[i, k] B[k, j]`` (added when ``acc``) for
     i < mv, j < ncols, with ``A[i, k] = a_buf[a0 + i*a_rs + k]`` (k-contiguous rows) and

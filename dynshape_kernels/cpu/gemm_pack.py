@@ -4,13 +4,13 @@ that balances K over blocks. Index arithmetic through ``load_at``/``store_at`` (
 negative-index wrap-around). Half-precision operands (carriers, ``half.py``) are widened to
 float32 as they are packed, so the float32 micro-kernels run on them unchanged."""
 import numpy as np
-from numba import njit
 
+from .callee import callee
 from .gemm_ukernel import load_at, store_at
 from .half import load
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _kc_block(K, KCmax, W):
     """K block size: <= KCmax, blocks balanced (no tiny last block), a
     multiple of W when K is split; at least 1."""
@@ -21,7 +21,7 @@ def _kc_block(K, KCmax, W):
     return min(KCmax, (kc + W - 1) // W * W)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def pack_a(a, off, rs, cs, mv, kc, MR, dst):
     """Pack A[0:mv, 0:kc] (element (i, k) at ``off + i*rs + k*cs``) into
     ``ceil(mv/MR)`` micro-panels in ``dst``: panel p, element (k, r) at
@@ -60,7 +60,7 @@ def pack_a(a, off, rs, cs, mv, kc, MR, dst):
                     store_at(dst, d + r, 0)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def pack_b(b, off, rs, cs, kc, nv, NR, dst, dbase):
     """Pack B[0:kc, 0:nv] (element (k, j) at ``off + k*rs + j*cs``) into
     ``ceil(nv/NR)`` micro-panels at ``dst[dbase:]``: panel p, element (k, j)
@@ -99,7 +99,7 @@ def pack_b(b, off, rs, cs, kc, nv, NR, dst, dbase):
                     store_at(dst, d + j, 0)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _pack_rows(a, off, rs, cs, rows, kc, MR, dst):
     """A[0:rows, 0:kc] -> dst row-major MR x kc (row r at r*kc), rows past
     ``rows`` zeroed.  Used by the dot slot when A is not k-contiguous."""
@@ -118,7 +118,7 @@ def _pack_rows(a, off, rs, cs, rows, kc, MR, dst):
                 store_at(dst, d + k, 0)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _pack_bt(b, off, rs, cs, kc, nv, NR, dst, dbase):
     """B[0:kc, 0:nv] -> transposed panels: panel p, element (j, k) at
     ``dbase + p*NR*kc + j*kc + k``; columns past nv are zero."""
@@ -138,7 +138,7 @@ def _pack_bt(b, off, rs, cs, kc, nv, NR, dst, dbase):
                 store_at(dst, d + k, 0)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _aligned_empty(n, dtype_like):
     """1-D buffer of ``n`` elements whose first element is 64-byte aligned."""
     extra = 64 // dtype_like.itemsize

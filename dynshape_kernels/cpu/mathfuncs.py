@@ -230,9 +230,10 @@ import platform
 import numpy as np
 from llvmlite import ir
 import llvmlite.binding as _llvm
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
+from .callee import callee
 from .vector_width import target_has_avx512f
 
 __all__ = [
@@ -245,7 +246,7 @@ __all__ = [
 # fastmath stays off so that inf/nan/signed-zero semantics are IEEE;
 # forceinline marks the LLVM functions alwaysinline: the bigger ones (erf...)
 # exceed LLVM's inlining threshold, and a call left in the loop body would
-# prevent vectorization.
+# prevent vectorization.  Compiled as callees (``callee``): no Python wrappers.
 _JIT = dict(error_model="numpy", fastmath=False, nogil=True, forceinline=True)
 
 
@@ -572,7 +573,7 @@ def _horner(name, coeffs, ft, scheme=None):
     ns = {"_fmuladd": _fmuladd}
     ns.update({n: ft(c) for n, c in zip(names, coeffs)})
     exec(compile(src, f"<mathfuncs:{name}>", "exec"), ns)
-    return njit(**_JIT)(ns[name])
+    return callee(**_JIT)(ns[name])
 
 
 # ---------------------------------------------------------------------------
@@ -648,7 +649,7 @@ def _build(ft):
     else:
         log_r = _horner("log_r_f64", _LOG64_R, ft)
 
-    jit = njit(**_JIT)
+    jit = callee(**_JIT)
 
     @jit
     def clamp(x, lo, hi):

@@ -31,7 +31,7 @@ Tails: every kernel accepts any valid length 0..T in both dimensions (VARIABLE_F
 table never uses OVERLAP or DISCARD tails.
 """
 import numpy as np
-from numba import njit, prange, types
+from numba import prange, types
 from numba.extending import overload
 
 from ..abi.pool_table import (E_IH0, E_IW0, P_CIP, P_DH, P_DW, P_H, P_KH,  # noqa: F401
@@ -42,6 +42,7 @@ from ..catalog import CATALOG
 from .address_link import Link
 from ..abi.tiles import POOL_TILES
 from ..abi.vocabulary import AVG_POOL, MAX_POOL, POOL_OPS  # noqa: F401
+from .callee import callee
 
 from ..abi.common_area import (C_IDBASE, C_M, C_N, C_NOUTER, C_OPBASE, C_OPS, E_ANCH0, E_ANCH1,
                            E_KID, E_OFF0, E_OFF1, OP_BLOCK, OP_SM, OP_SN)
@@ -68,7 +69,7 @@ tile_geometry = make_tile_geometry(POOL_TILES)
 
 
 # ---- window taps -----------------------------------------------------------------------------
-@njit(cache=True)
+@callee(cache=True)
 def first_tap(start, d):
     """Smallest i >= 0 with start + i*d >= 0."""
     if start >= 0:
@@ -76,7 +77,7 @@ def first_tap(start, d):
     return -start if d == 1 else (d - 1 - start) // d
 
 
-@njit(cache=True)
+@callee(cache=True)
 def tap_end(start, d, k, n):
     """One past the largest i < k with start + i*d < n (0 if none)."""
     if start >= n:
@@ -85,7 +86,7 @@ def tap_end(start, d, k, n):
     return e if e < k else k
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _count(start, k, n, pad_end, cip):
     """Taps of a dense window [start, start + k) counted by the divisor: those inside the
     input, or with count_include_pad those inside the padded input (start >= -pad_begin)."""
@@ -98,7 +99,7 @@ def _count(start, k, n, pad_end, cip):
 # row with array arguments pays NRT reference counting on every call (measured: 55 ns against
 # 20 ns for a 3-row max over 115 columns). Up to three sources are reduced per pass, so the
 # accumulator is stored once, not once per source.
-@njit(cache=True)
+@callee(cache=True)
 def _pool_entry(x, o, common, entries, e, outer, buf, ev, od, obuf):
     """One kernel call: entry ``e`` (an output tile) at outer index ``outer``."""
     local = entries[e, E_KID] - common[C_IDBASE]
@@ -276,7 +277,7 @@ def _pool_entry(x, o, common, entries, e, outer, buf, ev, od, obuf):
         flush_row(o, orow, osn, ov)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def scratch_span(o, blen):
     """Elements of one chunk's part of the scratch (see :func:`_scratch`), each of its four
     buffers whole 64-byte lines."""
@@ -285,7 +286,7 @@ def scratch_span(o, blen):
             + round_up(MAX_T1, line))
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _scratch(ws, c, blen):
     """Part ``c`` of the scratch ``ws`` (``scratch_span`` elements each): the vertical
     reductions of a row span (one slack element), its even and odd columns, and an output
@@ -360,7 +361,7 @@ def pool_driver(x, o, common, entries):
                         first))
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _pool_chunk(x, o, common, entries, first, step, total, blen, ws, c):
     """Work items ``first, first + step, ... < total`` (entry x outer index), with part
     ``c`` of the scratch ``ws`` for window rows of ``blen`` elements."""

@@ -54,6 +54,7 @@ from .address_link import Link
 from ..abi.tiles import REDUCE_TILES
 from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noqa: F401
                               SUM)
+from .callee import callee
 from .elementwise import outer_offset, resolve
 from .reduce_runs import (N_CHUNKS, _arg_run, _strictly_better, _sum_run,  # noqa: F401
                           chunk_start, ext_inline, ext_run_ahead, finish, nan_max, nan_min,
@@ -190,7 +191,7 @@ def _prefetch_rows(x, p, s, v1):
         prefetch_span(x, p + r * s, v1)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _columns_sum(x, xb, xsn, v1, common, acc):
     """acc[j] += every reduced element of column j (x[xb + j*xsn] at reduced index 0)."""
     runs, L, ndo = red_runs(common, _RB)
@@ -215,7 +216,7 @@ def _columns_sum(x, xb, xsn, v1, common, acc):
                 _vadd(acc, strided(x, p, xsn, v1))
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _columns_ext(x, xb, xsn, v1, common, ismax, acc):
     runs, L, ndo = red_runs(common, _RB)
     s = common[_RB + R_STR + ndo]
@@ -239,7 +240,7 @@ def _columns_ext(x, xb, xsn, v1, common, ismax, acc):
                 _vext(acc, strided(x, p, xsn, v1), ismax)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _columns_arg(x, xb, xsn, v1, common, ismax, acc, idx):
     runs, L, ndo = red_runs(common, _RB)
     s = common[_RB + R_STR + ndo]
@@ -254,7 +255,7 @@ def _columns_arg(x, xb, xsn, v1, common, ismax, acc, idx):
 
 
 # ---- tiles -------------------------------------------------------------------------------
-@njit(cache=True)
+@callee(cache=True)
 def _sum_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, zero, mean):
     count = common[_RB + R_COUNT]
     if common[_RB + R_STRATEGY] == STRAT_COLUMNS:
@@ -282,7 +283,7 @@ def _sum_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, zero, mean):
             o[ob + r * osm + j * osn] = store(o, finish(acc1, mean, count))
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _ext_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, ismax):
     if common[_RB + R_STRATEGY] == STRAT_COLUMNS:
         acc = compute_empty(x, v1)
@@ -310,7 +311,7 @@ def _ext_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, ismax):
                                                           _RB, np.int64(0), np.int64(1), ismax))
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _arg_tile(x, o, ob, osm, osn, xb, xsm, xsn, v0, v1, common, ismax):
     if common[_RB + R_STRATEGY] == STRAT_COLUMNS:
         acc = compute_empty(x, v1)
@@ -362,7 +363,7 @@ def _sum_dispatch_impl(x, o, oi, of, ob, osm, osn, xb, xsm, xsn, v0, v1, common,
     return impl_i
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _reduce_entry(x, o, oi, of, common, entries, e, outer, part, parts):
     """One kernel call: entry ``e`` at outer index ``outer``; with ``parts`` > 1, part
     ``part`` of its kept columns (see :func:`column_parts`)."""
@@ -419,7 +420,7 @@ def reduce_driver(x, o, oi, of, common, entries):
                           np.int64(N_CHUNKS), total * parts, parts))
 
 
-@njit(cache=True)
+@callee(cache=True)
 def column_parts(total):
     """Into how many parts (by kept columns) each of ``total`` work items is split: 2 for one
     or three items (an odd number below ODD_ITEMS), 1 otherwise. Two threads given a table
@@ -438,7 +439,7 @@ def column_parts(total):
     return np.int64(1)
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _reduce_chunk(x, o, oi, of, common, entries, first, step, total, parts):
     """Work items ``first, first + step, ... < total`` (entry x outer index x part)."""
     n_entries = entries.shape[0]
@@ -448,7 +449,7 @@ def _reduce_chunk(x, o, oi, of, common, entries, first, step, total, parts):
                       idx % parts, parts))
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _whole_output(common, entries):
     """(op code, output offset, input offset) of the one output element of a call whose
     output is one element: the one entry whose tile holds it (a bucketed table's other
@@ -467,7 +468,7 @@ def _whole_output(common, entries):
     raise ValueError("reduce: a table of one output element has no entry holding it")
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _reduce_part(x, pf, pi, common, entries, part, nparts):
     """Part ``part`` of ``nparts`` of a one-element output's reduction (``reduce_split``)."""
     code, _, xb = _whole_output(common, entries)

@@ -9,6 +9,7 @@ from numba.extending import intrinsic, overload
 from ..abi.common_area import (C_M, C_N, C_NOUTER, MAX_RED, R_COUNT, R_ND, R_SHAPE, R_STR)
 from ..abi.vocabulary import (ARGMAX, ARGMIN, MAX, MEAN, MIN, REDUCE_OPS,  # noqa: F401
                               SUM)
+from .callee import callee
 from .half import is_half, load, store
 from .prefetch import prefetch_on
 
@@ -45,7 +46,7 @@ def serial_work(common, rb, limit):
     return kept * max(common[rb + R_COUNT], 1) < limit
 
 
-@njit(cache=True)
+@callee(cache=True)
 def chunk_start(c):
     r = 0
     for _ in range(_CHUNK_BITS):
@@ -156,13 +157,13 @@ def _store_sum_impl(o, oi, of, k, acc, mean, count):
     return impl_i
 
 
-@njit(cache=True)
+@callee(cache=True)
 def strided(x, b, s, n):
     """n elements of x from b with stride s (any sign, nonzero), as a view."""
     return x[b::s][:n]
 
 
-@njit(cache=True)
+@callee(cache=True)
 def red_offset(common, rb, k, nd_outer, op):
     """Offset of the k-th outer reduced index (all reduced dims but the last) of operand op."""
     off = 0
@@ -174,7 +175,7 @@ def red_offset(common, rb, k, nd_outer, op):
     return off
 
 
-@njit(cache=True)
+@callee(cache=True)
 def red_runs(common, rb):
     """(number of runs, run length, run stride of operand 0, outer dims) of the reduction."""
     nd = common[rb + R_ND]
@@ -184,7 +185,7 @@ def red_runs(common, rb):
 
 
 # ---- LANES: one output element reduces its runs ----------------------------------------------
-@njit(cache=True, fastmath={"reassoc"})
+@callee(cache=True, fastmath={"reassoc"})
 def _sum_run(xv, acc):
     for i in range(xv.shape[0]):
         acc += load(xv[i])
@@ -210,7 +211,7 @@ def runs_ahead(x):
     return x.size * x.itemsize >= RUN_AHEAD_MIN_BYTES
 
 
-@njit(cache=True)
+@callee(cache=True)
 def sum_run(x, p, n, acc, ahead):
     """``acc`` plus the sum of ``x[p:p + n]``; with ``ahead``, block by block, each block
     prefetching the input RUN_AHEAD_BYTES ahead (:data:`RUN_BLOCK_BYTES`). The blocks
@@ -232,7 +233,7 @@ def sum_run(x, p, n, acc, ahead):
 # vectorize, and one chain of adds (or maxnum) waited on each step's latency (~1.7 cycles per
 # element); they keep 8 partial results in 8 scalars (registers: a scratch array would be an
 # allocation per run). One thread, 5e5 float32 at stride 2: sum 277 -> ~125 us.
-@njit(cache=True, fastmath={"reassoc"})
+@callee(cache=True, fastmath={"reassoc"})
 def _sum_strided(xv, acc):
     """:func:`_sum_run` of a strided view, in 8 interleaved partial sums."""
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = _zero_of(acc)
@@ -253,7 +254,7 @@ def _sum_strided(xv, acc):
     return acc + (((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)))
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _ext_run(xv, ismax):
     """max or min of a run (NaN-propagating, IEEE maximum/minimum's order of signed zeros)."""
     # one pass of maxnum/minnum promised no NaN (a vector reduction held in registers, see
@@ -278,7 +279,7 @@ def _zero_of_impl(acc):
     return lambda acc: np.int64(0)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _ext_strided(xv, ismax):
     """:func:`_ext_run` of a strided view: the pass in 8 interleaved lanes, then the same
     exact fallback on a NaN or a zero result. Runs under 32 elements take _ext_run."""
@@ -325,7 +326,7 @@ def ext_inline(xv, ismax):
     return _ext_exact(xv, ismax) if nan or r == 0 else r
 
 
-@njit(cache=True)
+@callee(cache=True)
 def ext_run_ahead(x, p, n, ismax):
     """:func:`_ext_run` of ``x[p:p + n]`` (n > 0) block by block, each block prefetching the
     input RUN_AHEAD_BYTES ahead (as :func:`sum_run` with ``ahead``); the same exact fallback
@@ -381,7 +382,7 @@ def _ext_exact(xv, ismax):
     return r
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _strictly_better(ismax, v, a):
     """v beats the current best a when it comes later in the order (first occurrence wins)."""
     if v != v:
@@ -389,7 +390,7 @@ def _strictly_better(ismax, v, a):
     return v > a if ismax else v < a
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _arg_run(xv, base, ismax, bv, bi):
     """Update the best (value, flat index) with the non-empty run xv of flat indices base,
     base+1, ...: the run's extreme by one vector pass (:func:`_ext_pass`), then a search for
@@ -436,7 +437,7 @@ def span_bounds(common, rb, part, nparts):
     return ndo, L, s, 0, runs, i0, L * (part + 1) // nparts - i0
 
 
-@njit(cache=True)
+@callee(cache=True)
 def span_sum(x, xb, common, rb, part, nparts, zero):
     """Sum from ``zero`` of part ``part`` of ``nparts`` of the reduced elements from ``xb``
     (the reduction block at ``rb``)."""
@@ -452,7 +453,7 @@ def span_sum(x, xb, common, rb, part, nparts, zero):
     return acc
 
 
-@njit(cache=True)
+@callee(cache=True)
 def span_ext(x, xb, common, rb, part, nparts, ismax):
     """max or min of a part (as :func:`span_sum`), NaN-propagating."""
     ndo, L, s, k0, k1, i0, n = span_bounds(common, rb, part, nparts)
@@ -468,7 +469,7 @@ def span_ext(x, xb, common, rb, part, nparts, ismax):
     return r
 
 
-@njit(cache=True)
+@callee(cache=True)
 def span_arg(x, xb, common, rb, part, nparts, ismax):
     """(value, flat index) of the first extreme of a part (as :func:`span_sum`)."""
     ndo, L, s, k0, k1, i0, n = span_bounds(common, rb, part, nparts)

@@ -28,6 +28,7 @@ from numba.extending import overload
 
 from ..abi.common_area import R_COUNT
 from ..abi.vocabulary import ARGMAX, MAX, MEAN, MIN, SUM
+from .callee import callee
 from .half import load, store
 from .reduce_runs import (N_CHUNKS, _store_sum, _strictly_better, _sum_zero, nan_max,
                           nan_min, span_arg, span_ext, span_sum)
@@ -37,7 +38,7 @@ from .reduce_runs import (N_CHUNKS, _store_sum, _strictly_better, _sum_zero, nan
 PART_READS = 1 << 14
 
 
-@njit(cache=True)
+@callee(cache=True)
 def parts(common, rb):
     """How many parts the reduced elements of the one output are split into: one per
     PART_READS elements, at most N_CHUNKS (enough for 64 threads)."""
@@ -73,7 +74,7 @@ def _saved_impl(pf, pi, part, like):
 
 
 # ---- one part ----------------------------------------------------------------------------
-@njit(cache=True)
+@callee(cache=True)
 def reduce_part(x, pf, pi, common, rb, code, xb, part, nparts):
     """Reduce part ``part`` of ``nparts`` of the one output's elements (input offset ``xb``)
     by op ``code`` into its partial."""
@@ -101,7 +102,7 @@ def _widen_impl(v):
 
 
 # ---- the combine -------------------------------------------------------------------------
-@njit(cache=True)
+@callee(cache=True)
 def combine(x, o, oi, of, pf, pi, code, ob, count, nparts):
     """Combine the ``nparts`` partials in part order into the output element at ``ob`` of
     the op's output buffer (``o``, ``oi`` or ``of``, as ``reduce.reduce_driver``)."""

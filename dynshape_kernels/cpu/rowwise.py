@@ -79,6 +79,7 @@ from ..abi.tiles import ROWWISE_TILES
 from ..abi.vocabulary import (LAYER_NORM, LOG_SOFTMAX, RMS_NORM, ROWWISE_OPS,  # noqa: F401
                               SOFTMAX)
 from . import mathfuncs
+from .callee import callee
 from .elementwise import STREAM_ROW_BYTES, outer_offset, resolve, same_element
 from .reduce_runs import (N_CHUNKS, _ext_run, _ext_strided, _sum_run, chunk_start,
                           ext_inline, nan_max, red_offset, red_runs, serial_work, strided,
@@ -118,7 +119,7 @@ tile_geometry = make_tile_geometry(ROWWISE_TILES)
 
 
 # ---- LANES: per-run loops over contiguous (C) or strided (A) views --------------------------
-@njit(cache=True, fastmath={"reassoc"})
+@callee(cache=True, fastmath={"reassoc"})
 def _exp_store_sum(xv, ov, m):
     wide_vectors()
     s = 0.0
@@ -135,7 +136,7 @@ def _exp_store_sum(xv, ov, m):
     return s
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@callee(cache=True, fastmath={"reassoc"})
 def _exp_store_sum_ahead(xv, ov, m, nx):
     """_exp_store_sum(xv, ov, m) that also prefetches the row ``nx`` (the next row this
     thread reads), a block's worth of lines per AHEAD_BLOCK elements: the exp pass computes
@@ -160,7 +161,7 @@ def _exp_store_sum_ahead(xv, ov, m, nx):
     return s
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@callee(cache=True, fastmath={"reassoc"})
 def _exp_shifted(xv, mv, ov):
     """ov = exp(xv - mv), element by element (disjoint from xv)."""
     wide_vectors()
@@ -168,7 +169,7 @@ def _exp_shifted(xv, mv, ov):
         ov[i] = store(ov, mathfuncs.exp(load(xv[i]) - mv[i]))
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _softmax_joined(code, x, o, px, po, nrows, L, mv):
     """Softmax or log_softmax (``code``) of ``nrows`` rows of ``L`` elements that follow
     each other in x (from ``px``) and in the output (from ``po``), disjoint, float32 or
@@ -196,7 +197,7 @@ def _softmax_joined(code, x, o, px, po, nrows, L, mv):
                    cast_like(ov, np.log(np.float64(s))))
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@callee(cache=True, fastmath={"reassoc"})
 def _exp_store_sum_inplace(ov, m):
     """_exp_store_sum(ov, ov, m) reading the one array it writes. Not that call itself: its
     two array parameters get LLVM's run-time overlap check, which sends an in-place row to
@@ -210,7 +211,7 @@ def _exp_store_sum_inplace(ov, m):
     return s
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@callee(cache=True, fastmath={"reassoc"})
 def _exp_sum(xv, m):
     wide_vectors()
     s = 0.0
@@ -224,7 +225,7 @@ def _exp_sum(xv, m):
     return s
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@callee(cache=True, fastmath={"reassoc"})
 def _sq_dev_sum(xv, mean):
     s = 0.0
     for i in range(xv.shape[0]):
@@ -233,7 +234,7 @@ def _sq_dev_sum(xv, mean):
     return s
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@callee(cache=True, fastmath={"reassoc"})
 def _sq_sum(xv):
     s = 0.0
     for i in range(xv.shape[0]):
@@ -242,7 +243,7 @@ def _sq_sum(xv):
     return s
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@callee(cache=True, fastmath={"reassoc"})
 def _sum_and_sq(xv):
     s = 0.0
     q = 0.0
@@ -253,7 +254,7 @@ def _sum_and_sq(xv):
     return s, q
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _row_moments(x, xo, common):
     """(sum, sum of squares) of a row in one pass, accumulated in float64."""
     runs, L, ndo = red_runs(common, _RB)
@@ -303,7 +304,7 @@ def _norm_write(xv, ov, wv, bv, c, lo, a, hw, hb):
             ov[i] = store(ov, ((load(xv[i]) - c) - lo) * a)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _run(code, p, xv, ov, wv, bv, m, c, a, hw, hb):
     """Pass ``p`` of op ``code`` over one run; returns the pass's partial sum. ``m``, ``c``,
     ``a`` (row max, centre, scale) arrive in float64 and are used in the input's precision,
@@ -330,7 +331,7 @@ def _run(code, p, xv, ov, wv, bv, m, c, a, hw, hb):
     return np.float64(0.0)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _row_pass(code, p, x, w, b, o, base, common, contig, m, c, a, hw, hb):
     """One pass over a row (all its runs); returns the sum of the runs' results."""
     runs, L, ndo = red_runs(common, _RB)
@@ -356,7 +357,7 @@ def _row_pass(code, p, x, w, b, o, base, common, contig, m, c, a, hw, hb):
     return total
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _row_max(x, xo, common):
     runs, L, ndo = red_runs(common, _RB)
     sx = common[_RB + R_STR + X * MAX_RED + ndo]
@@ -370,7 +371,7 @@ def _row_max(x, xo, common):
     return m
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _lanes_row(code, x, w, b, o, base, common, eps, hw, hb):
     # int64 pass numbers: literal ones compile the pass (and its call tree) once per value
     P0, P1, P2 = np.int64(0), np.int64(1), np.int64(2)
@@ -532,7 +533,7 @@ def _contig_row(code, xv, o, po, wv, bv, count, eps, hw, hb, nx, blk, st):
 
 
 # ---- COLUMNS: vectors of neighbouring rows ---------------------------------------------------
-@njit(cache=True)
+@callee(cache=True)
 def _cstep(code, p, xv, ov, mx, sa, sb, ca, cb, wk, bk):
     n = xv.shape[0]
     if p == 0:
@@ -572,7 +573,7 @@ def _cstep(code, p, xv, ov, mx, sa, sb, ca, cb, wk, bk):
                 ov[j] = store(ov, ((load(xv[j]) - cb[j]) - mx[j]) * ca[j] * wk + bk)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _cols_pass(code, p, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, cb, hw, hb):
     runs, L, ndo = red_runs(common, _RB)
     sx = common[_RB + R_STR + X * MAX_RED + ndo]
@@ -597,7 +598,7 @@ def _cols_pass(code, p, x, w, b, o, base, xsn, osn, v1, common, mx, sa, sb, ca, 
                        ca, cb, wk, bk)
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _cols_rows(code, x, w, b, o, base, xsn, osn, v1, common, eps, hw, hb):
     # int64 pass numbers: literal ones compile the pass (and its call tree) once per value
     P0, P1, P2 = np.int64(0), np.int64(1), np.int64(2)
@@ -654,7 +655,7 @@ def _entry_window(common, entries, e):
     return local, r0, v0, r1, v1
 
 
-@njit(cache=True)
+@callee(cache=True)
 def _first_row_x(common, entries, idx):
     """Offset in x of work item ``idx``'s first row (entry x outer index), or -1 when the
     item has no row or there is no such item."""
@@ -669,7 +670,7 @@ def _first_row_x(common, entries, idx):
             + r1 * common[xb + OP_SN])
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _rowwise_entry(x, w, b, o, common, entries, e, outer, eps, hw, hb, nxt, blk, st, mv, geo):
     """Entry ``e`` at outer index ``outer``; ``nxt`` is the work item this thread runs next
     (-1: none), whose first row a long softmax row prefetches after the entry's last.
@@ -766,7 +767,7 @@ def rowwise_driver(x, w, b, o, common, entries, fattrs):
                            np.int64(N_CHUNKS), total, eps, hw, hb))
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _rowwise_chunk(x, w, b, o, common, entries, first, step, total, eps, hw, hb):
     """Work items ``first, first + step, ... < total`` (entry x outer index), with one
     scratch for all of them: a streaming block and the streamer's state."""

@@ -8,8 +8,9 @@ functions). Every CPU op switch, scalar or vectorized loop, is generated from th
 (``cpu.switches``). Op codes are part of the catalog (kernel id = family base + op index *
 slots + slot): never renumber them, only append.
 """
-from numba import njit, types
+from numba import types
 from numba.extending import overload
+from .callee import callee
 from .half import is_half
 from .powf import pow32
 
@@ -77,19 +78,19 @@ def _zero_of(v):
     return impl
 
 
-@njit(cache=True)
+@callee(cache=True)
 def relu(v):
     # np.maximum(v, 0): NaN propagates, -0.0 stays -0.0
     return v if (v >= 0 or v != v) else zero_of(v)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def vmax(a, b):
     # np.maximum: NaN from either side propagates
     return a if (a >= b or a != a) else b
 
 
-@njit(cache=True)
+@callee(cache=True)
 def vmin(a, b):
     return a if (a <= b or a != a) else b
 

@@ -8,10 +8,11 @@ compiled on their own, without ``parallel``, so a driver calling them zeroes on 
 thread.
 """
 import numpy as np
-from numba import njit
+
+from .callee import callee
 
 
-@njit(cache=True)
+@callee(cache=True)
 def zeros(n, dtype):
     """``np.zeros(n, dtype)`` (``dtype`` a NumPy scalar type: ``np.int64``), zeroed by the
     calling thread."""

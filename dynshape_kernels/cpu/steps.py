@@ -34,6 +34,7 @@ import numpy as np
 from numba import njit
 from numba.extending import overload
 
+from .callee import callee
 from .half import is_half, load, store
 from .readonly_view import readonly
 from .step_link import run_steps
@@ -48,7 +49,7 @@ from ..abi.step_program import (G_COL, G_OFF, G_OUTER, G_ROW, K_CONST_L,  # noqa
 GATHER_CHUNK = 1024
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _side_row(code, kind, side, sb, cs, row, n, scratch):
     """row = code(row, side[sb + j*cs]) (K_SIDE_R) or code(side[...], row) (K_SIDE_L)."""
     if cs == 1:
@@ -89,7 +90,7 @@ def apply_steps_range(prog, first, last, pattrs, buf, boff, ld, nrows, ncols, ro
                sgeo))
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def _apply_steps_range(prog, first, last, pattrs, buf, boff, ld, nrows, ncols, row0, col0,
                        outer, sides, sgeo):
     if first >= last or nrows <= 0 or ncols <= 0:
@@ -145,7 +146,7 @@ def _apply_steps_range(prog, first, last, pattrs, buf, boff, ld, nrows, ncols, r
                 _side_row(code, kind, side, sb0 + i * rs, cs, buf[o:o + ncols], ncols, scratch)
 
 
-@njit(cache=True, error_model="numpy")
+@callee(cache=True, error_model="numpy")
 def apply_steps(prog, pattrs, buf, boff, ld, nrows, ncols, row0, col0, outer, sides, sgeo):
     """Apply the step program ``prog`` in place to a tile of ``buf``.
 
@@ -171,7 +172,7 @@ def apply_steps(prog, pattrs, buf, boff, ld, nrows, ncols, row0, col0, outer, si
                       outer, sides, sgeo)
 
 
-@njit(cache=True)
+@callee(cache=True)
 def scratch_span(prog, ld, nrows, ncols):
     """The length of ONE run over ``nrows`` rows of ``ncols`` at pitch ``ld`` (``ld`` >=
     ``ncols``) for a caller whose values between the rows are scratch (an epilogue's

@@ -17,10 +17,11 @@ NumPy's error model (x/0 gives inf or nan). ``generated_source(kind)`` shows the
 """
 import math
 
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 
 from . import mathfuncs
+from .callee import callee
 from .half import narrow16, narrowbf, widen16, widenbf
 from .scalar_ops import BINARY_SCALARS, UNARY_SCALARS, int_pow, relu, vmax, vmin
 from .prefetch import prefetch_on
@@ -284,7 +285,7 @@ def _compile_switches(kind):
           "wide_vectors": wide_vectors}
     exec(compile(generated_source(kind), f"<dynshape cpu switches ({kind})>", "exec"), ns)
     for name in [n for n in ns if n.endswith("_wide")]:      # called by their switches
-        ns[name] = njit(error_model="numpy")(ns[name])
+        ns[name] = callee(error_model="numpy")(ns[name])
     return ns
 
 

@@ -4,14 +4,14 @@ LLVM vectorizes (a slice assignment is 1.6x slower). Transposed tiles (unit stri
 the tile's rows on one side, along its columns on the other) move 8x8 blocks through
 registers (:mod:`.block_transpose`), the rest of the tile item by item."""
 import numpy as np
-from numba import njit
 
 from .block_transpose import can_transpose8, transpose8
+from .callee import callee
 from .prefetch import LINE_BYTES as PREFETCH_LINE, prefetch, prefetch_span
 from .readonly_view import readonly
 
 
-@njit(cache=True)
+@callee(cache=True)
 def transpose_tile(src, sb, ss, dst, db, ds, v0, v1, ahead, dst_ahead):
     """``dst[db + r*ds + c] = src[sb + c*ss + r]`` for r < v0, c < v1: 8x8 blocks in
     registers, the ragged edges (and item types the block transpose does not take) by item.
@@ -48,7 +48,7 @@ def transpose_tile(src, sb, ss, dst, db, ds, v0, v1, ahead, dst_ahead):
             dst[db + r * ds + c] = src[s + r]
 
 
-@njit(cache=True)
+@callee(cache=True)
 def gather_tile(x, xb, xsm, xsn, v0, v1, buf, pitch, ahead):
     """Copy the valid v0 x v1 region of a strided tile into ``buf`` (row pitch ``pitch``),
     walking the source along its smaller stride (a blocked transpose for transposed reads,
@@ -74,7 +74,7 @@ def gather_tile(x, xb, xsm, xsn, v0, v1, buf, pitch, ahead):
                 buf[r * pitch + c] = x[src + c * xsn]
 
 
-@njit(cache=True)
+@callee(cache=True)
 def scatter_tile(o, ob, osm, osn, v0, v1, buf, pitch, pf):
     """Write the valid region of ``buf`` to a strided output tile (the inverse of gather).
     ``pf`` > 0 (unit-stride output rows only): each row first prefetches its ``v1``

@@ -1,5 +1,5 @@
 """Compiled slot -> tile shape lookup shared by the drivers of every family."""
-from numba import njit
+from .callee import callee
 
 
 def make_tile_geometry(tiles):
@@ -12,7 +12,7 @@ def make_tile_geometry(tiles):
     t1s = tuple(int(t[1]) for t in tiles)
     ws = tuple(int(t[2]) for t in tiles)
 
-    @njit(cache=True)
+    @callee(cache=True)
     def tile_geometry(slot):
         return t0s[slot], t1s[slot], ws[slot]
     return tile_geometry
