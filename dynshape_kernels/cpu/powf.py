@@ -25,6 +25,16 @@ Signs and special values follow C99 Annex F, as NumPy's ``power`` (libm ``powf``
 
 Overflow gives inf and underflow correctly rounded subnormals or zero (the float64 value is
 rounded once, into float32's range).
+
+A loop whose exponent is one value for every element (``pow(x, 2.0)``: squares in variances
+and RMS norms, cubes in the tanh form of GELU, as exported models write them) need not pay
+for ``exp`` and ``log`` (``cpu.switches`` runs :func:`cube32` or ``x * x`` instead). x * x is
+the path above; :func:`cube32` computes x^3 in float64, where x^2 is exact and x^3 rounds
+once (half a float64 ulp, closer than ``exp(y * log|x|)``), then rounds it to float32, with
+the same special values (NaN, signed zeros and infinities, overflow to inf). float32, 1e6
+elements and 1000 x 1003, 2 threads, into ``out=``: ``pow(x, 2.0)`` 1.27-1.29 ms -> 153-157
+us, ``pow(x, 3.0)`` 1.26-1.33 ms -> 157-160 us (torch 145-153 us); ``pow(x, 2.5)`` 1.2 ms as
+before (torch 1.17).
 """
 import math
 
@@ -52,3 +62,10 @@ def pow32(x, y):
     f = x * x if y == 2.0 else f
     f = x if y == 1.0 else f
     return np.float32(1.0) / x if y == -1.0 else f
+
+
+@njit(inline="always", error_model="numpy")
+def cube32(x):
+    """x ** 3 for float32 x, as float32 (see the module docstring)."""
+    xd = np.float64(x)
+    return np.float32(xd * xd * xd)

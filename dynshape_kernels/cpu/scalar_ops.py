@@ -12,7 +12,7 @@ from numba import types
 from numba.extending import overload
 from .callee import callee
 from .half import is_half
-from .powf import pow32
+from .powf import cube32, pow32
 
 from ..abi.vocabulary import (ABS, ADD, BINARY_OPS, CLIP, DIV, EXP,  # noqa: F401
                               FLOAT_ONLY_UNARY, GELU, GELU_TANH, IDENTITY, LEAKY_RELU, LOG,
@@ -120,5 +120,31 @@ def _int_pow(a, b):
             e >>= 1
         return r
     return impl
+
+
+def square_pow(a):
+    """``int_pow(a, 2)``: a * a (float32: :func:`powf.pow32`'s own square; float64: the
+    correctly rounded square; integers wrap as int_pow's do)."""
+
+
+@overload(square_pow, inline="always")
+def _square_pow(a):
+    return lambda a: a * a
+
+
+def cube_pow(a, b):
+    """``int_pow(a, b)`` for ``b == 3``: float32 by :func:`powf.cube32`, integers a * a * a
+    (wrapping as int_pow's squaring does: the same product modulo 2^bits), float64 by libm's
+    pow of ``b`` as int_pow (``a ** 3.0`` with a constant 3.0 would become a * a * a, two
+    roundings)."""
+
+
+@overload(cube_pow, inline="always")
+def _cube_pow(a, b):
+    if a == types.float32:
+        return lambda a, b: cube32(a)
+    if isinstance(a, types.Float):
+        return lambda a, b: a ** b
+    return lambda a, b: a * a * a
 
 

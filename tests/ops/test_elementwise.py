@@ -423,3 +423,70 @@ def test_float32_pow_special_values_follow_c99_and_powers_round_correctly():
     for e, want in ((2.0, s * s), (1.0, s), (-1.0, np.float32(1) / s)):
         np.testing.assert_array_equal(dynshape.run("pow", s, np.full_like(s, e)), want)
         np.testing.assert_array_equal(dynshape.run("pow", s, e), want)   # a Python number
+
+
+def _pow_reference(x, e):
+    """x ** e as the kernels compute it: float32 squares in float32, float32 cubes as the
+    float64 cube rounded once, other float32 powers the float64 power rounded once, half
+    precision through float32 (as NumPy does), the rest NumPy's."""
+    with np.errstate(all="ignore"):
+        if x.dtype == np.float16:
+            return _pow_reference(x.astype(np.float32), e).astype(np.float16)
+        if x.dtype == np.float32 and e == 2:
+            return x * x
+        if x.dtype == np.float32:
+            w = x.astype(np.float64)
+            return (w * w * w if e == 3 else np.power(w, np.float64(e))).astype(np.float32)
+        if x.dtype == np.float64 and e == 2:
+            return x * x
+        return np.power(x, x.dtype.type(e))
+
+
+def _assert_pow(got, want, e):
+    """Equal; float64 powers other than squares (libm's pow, as before, against NumPy's own
+    pow) within 1 ulp, and any float64 power when ``e`` is None."""
+    if got.dtype == np.float64 and e != 2:
+        np.testing.assert_allclose(got, want, rtol=2.3e-16, atol=0)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=f"{got.dtype} ** {e}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32", "int64"])
+def test_pow_with_one_exponent_squares_and_cubes_exactly(dtype):
+    """An exponent that is one value for the whole loop (a Python number, a 0-d array, one
+    value per row) runs squares and cubes without exp and log: every element as the
+    reference computes it, special values (signed zeros, infinities, NaN, overflow,
+    subnormals) included, rows of different exponents each by its own; other exponents
+    take the general path."""
+    rng = np.random.default_rng(11)
+    if dtype.startswith("int"):
+        x = rng.integers(-3000, 3000, (37, 101)).astype(dtype)
+        x[0, :4] = [np.iinfo(dtype).max, np.iinfo(dtype).min, -1, 0]     # wrapping products
+    else:
+        x = (rng.standard_normal((37, 101)) * 4).astype(dtype)
+        tiny = np.finfo(dtype).smallest_subnormal
+        x[0, :9] = [0.0, -0.0, np.inf, -np.inf, np.nan, np.finfo(dtype).max, tiny, -tiny,
+                    np.sqrt(np.finfo(dtype).max)]
+    for e in (2, 3, 4) if dtype.startswith("int") else (2.0, 3.0, 2.5, -1.0):
+        want = _pow_reference(x, e)
+        for exponent in (e, np.array(e, dtype)):
+            got = dynshape.run("pow", x, exponent)
+            _assert_pow(got, want, e)
+            real = ~np.isnan(want) if want.dtype.kind == "f" else np.ones(want.shape, bool)
+            np.testing.assert_array_equal(np.signbit(got[real]), np.signbit(want[real]))
+        got = dynshape.run("pow", x[:, ::3], np.array([e], dtype))    # strided rows
+        _assert_pow(got, _pow_reference(x[:, ::3], e), e)
+    exps = (2, 3, 4, 2) if dtype.startswith("int") else (2.0, 3.0, 2.5, -1.0)
+    column = np.array([exps[r % 4] for r in range(x.shape[0])], dtype)[:, None]
+    got = dynshape.run("pow", x, column)                           # one exponent per row
+    for r in range(x.shape[0]):
+        # (float64 rows of squares may take libm's pow too: within 1 ulp of x * x)
+        _assert_pow(got[r], _pow_reference(x[r], exps[r % 4]),
+                    None if dtype == "float64" else exps[r % 4])
+
+
+@pytest.mark.parametrize("e", [2.0, 3.0])
+def test_a_fused_pow_by_a_constant_squares_and_cubes_exactly(e):
+    x = (np.random.default_rng(12).standard_normal((19, 333)) * 4).astype(np.float32)
+    got = dynshape.fuse([("add", "b"), ("pow", e)])(x, b=x[0])
+    np.testing.assert_array_equal(got, _pow_reference(x + x[0], e))
