@@ -18,6 +18,8 @@ first such call that calls the callee from compiled code. Its overloads, signatu
 ``inspect_*`` are the callee's own, shared with the drivers that call it. Only tests and
 tools call callees from Python; the run path never does.
 """
+import inspect
+
 from numba import njit
 from numba.core.registry import CPUDispatcher
 
@@ -35,7 +37,6 @@ class CalleeDispatcher(CPUDispatcher):
         return proxy(*args)
 
     def _bound(self, args, kwargs):
-        import inspect
         try:
             bound = inspect.signature(self.py_func).bind(*args, **kwargs)
         except TypeError as e:

@@ -146,5 +146,3 @@ def _cube_pow(a, b):
     if isinstance(a, types.Float):
         return lambda a, b: a ** b
     return lambda a, b: a * a * a
-
-
