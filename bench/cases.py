@@ -152,6 +152,35 @@ def binary_case(op, shapes):
     return Case(f"binary {op}", "elementwise", op, shapes, build)
 
 
+def power_case(e, shapes):
+    """pow by one exponent for the whole array, a Python number as models' ``x ** 2`` and
+    ``x ** 3`` pass it (squares and cubes run without exp and log: cpu.switches), or any
+    other (exp(e log|x|) per element: cpu.powf)."""
+    def build(size, rng):
+        shape = shapes[size]
+        x = rng.standard_normal(shape, dtype=np.float32)
+        if e != int(e):
+            x = np.abs(x)                          # a real power for every element
+        o = [np.empty_like(x) for _ in range(4)]
+        impls, notes = {}, {}
+        impls["ds_out"] = lambda: dynshape.run("pow", x, e, out=o[0])
+        impls["ds_alloc"] = lambda: dynshape.run("pow", x, e)
+        impls["numpy"] = lambda: np.power(x, np.float32(e), out=o[1])
+        impls["numpy_alloc"] = lambda: np.power(x, np.float32(e))
+        if torch:
+            tx, to = _t(x), _t(o[2])
+            impls["torch_out"] = lambda: torch.pow(tx, e, out=to)
+            impls["torch_alloc"] = lambda: torch.pow(tx, e)
+        if ort:
+            exponent = helper.make_tensor("e", TensorProto.FLOAT, [], [e])
+            _add_ort(impls, notes, lambda: ort_session(
+                [helper.make_node("Pow", ["a", "e"], ["y"])], [("a", shape)], [("y", shape)],
+                [exponent]), {"a": x}, o[3])
+        ref = np.power(x.astype(np.float64), e)
+        return Built(f"{shape} ** {e:g}", ref, TOL["pow"], 2 * x.nbytes, impls, notes, [x, o])
+    return Case(f"binary pow(x, {e:g})", "elementwise", "pow", shapes, build)
+
+
 def transposed_copy_case(shapes):
     def build(size, rng):
         m, n = shapes[size]
@@ -358,7 +387,8 @@ def layer_norm_case(shapes):
 def all_cases():
     return [unary_case("relu", S1), unary_case("exp", S2), unary_case("tanh", S3),
             unary_case("gelu", S1), unary_case("sigmoid", S2),
-            binary_case("add", S2), binary_case("mul", S3),
+            binary_case("add", S2), binary_case("mul", S3), power_case(2.0, S1),
+            power_case(2.5, S1),
             transposed_copy_case(S2), transposed_add_case(S2), broadcast_case(S2),
             broadcast_case(SHORT_ROWS, "bias add(NxM+M), short rows"),
             reduction_case(S3), reduction_case(S2, "reduce sum(last axis)"),

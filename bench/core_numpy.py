@@ -102,4 +102,4 @@ REF_UNARY = {
 TOL = {"relu": (0, 0), "add": (1e-6, 0), "mul": (1e-6, 0), "copy": (0, 0),
        "exp": (2e-5, 1e-6), "tanh": (2e-5, 1e-6), "sigmoid": (2e-5, 1e-6),
        "gelu": (2e-5, 5e-6), "sum": (1e-4, 1e-4), "softmax": (1e-4, 1e-9),
-       "layer_norm": (1e-4, 1e-4)}
+       "layer_norm": (1e-4, 1e-4), "pow": (2e-7, 0)}
