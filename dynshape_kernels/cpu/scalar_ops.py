@@ -122,16 +122,6 @@ def _int_pow(a, b):
     return impl
 
 
-def square_pow(a):
-    """``int_pow(a, 2)``: a * a (float32: :func:`powf.pow32`'s own square; float64: the
-    correctly rounded square; integers wrap as int_pow's do)."""
-
-
-@overload(square_pow, inline="always")
-def _square_pow(a):
-    return lambda a: a * a
-
-
 def cube_pow(a, b):
     """``int_pow(a, b)`` for ``b == 3``: float32 by :func:`powf.cube32`, integers a * a * a
     (wrapping as int_pow's squaring does: the same product modulo 2^bits), float64 by libm's

@@ -23,8 +23,8 @@ from numba.extending import overload
 from . import mathfuncs
 from .callee import callee
 from .half import narrow16, narrowbf, widen16, widenbf
-from .scalar_ops import (BINARY_SCALARS, UNARY_SCALARS, cube_pow, int_pow, relu,
-                         square_pow, vmax, vmin)
+from .scalar_ops import (BINARY_SCALARS, UNARY_SCALARS, cube_pow, int_pow, relu, vmax,
+                         vmin)
 from .prefetch import prefetch_on
 from .streaming import AHEAD_BYTES, stream_block
 from .vector_width import wide_vectors
@@ -231,7 +231,7 @@ def _known_exponents(body):
     def lines(expr):
         if not expr.startswith("int_pow("):
             return body(expr)
-        return ["if b_ == 2:", *("    " + ln for ln in body("square_pow(a)")),
+        return ["if b_ == 2:", *("    " + ln for ln in body("a * a")),
                 "elif b_ == 3:", *("    " + ln for ln in body("cube_pow(a, b)")),
                 "else:", *("    " + ln for ln in body(expr))]
     return lines
@@ -300,9 +300,8 @@ def generated_source(kind):
 
 
 def _compile_switches(kind):
-    ns = {"math": math, "mathfuncs": mathfuncs, "int_pow": int_pow, "relu": relu,
-          "square_pow": square_pow, "cube_pow": cube_pow,
-          "vmax": vmax, "vmin": vmin, "widen16": widen16, "narrow16": narrow16,
+    ns = {"math": math, "mathfuncs": mathfuncs, "int_pow": int_pow, "cube_pow": cube_pow,
+          "relu": relu, "vmax": vmax, "vmin": vmin, "widen16": widen16, "narrow16": narrow16,
           "widenbf": widenbf, "narrowbf": narrowbf, "stream_block": stream_block,
           "prefetch_on": prefetch_on, "AHEAD_BYTES": AHEAD_BYTES,
           "wide_vectors": wide_vectors}
