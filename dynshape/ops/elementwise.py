@@ -236,17 +236,17 @@ def _attr_dtype(dtype):
 def result_type(operands):
     """NumPy's ``result_type`` of arrays and Python scalars (weak), extended to the
     half-precision storage formats as NumPy treats float16: a format with itself (and Python
-    scalars) stays; float16 with bfloat16 gives float32; with float32 or float64 the wider
-    float; with int32 or int64 float64."""
-    dts = [v.dtype for v in operands if not isinstance(v, (int, float))]
-    names = {dtype_name(d) for d in dts}
-    if not names & set(HALF_DTYPES):
+    scalars and booleans) stays; float16 with bfloat16 gives float32; with float32 or float64
+    the wider float; with int32 or int64 float64."""
+    # NumPy scalars (np.float64 is a float too) count by their dtype, as in NumPy
+    dts = [v.dtype for v in operands if hasattr(v, "dtype")]
+    halves = [d for d in dts if dtype_name(d) in HALF_DTYPES]
+    if not halves:
         return np.result_type(*operands)
-    if len(names) == 1:
-        return dts[0]
-    others = [d for d in dts if dtype_name(d) not in HALF_DTYPES]
+    # booleans, like Python scalars, leave a half format as it is
+    others = [d for d in dts if dtype_name(d) not in HALF_DTYPES and d.kind != "b"]
     if not others:
-        return _F32
+        return halves[0] if len({dtype_name(d) for d in halves}) == 1 else _F32
     r = np.result_type(*others)
     return np.dtype(np.float64) if r.kind in "iub" else np.result_type(r, _F32)
 

@@ -126,6 +126,15 @@ def test_promotion_table():
         np.testing.assert_array_equal(got.astype(np.float64), 2.0)
     assert dynshape.run("add", np.ones(3, BF16), 1).dtype == BF16
     assert dynshape.run("exp", np.ones(3, BF16)).dtype == BF16
+    # booleans leave a format as it is; NumPy scalars count by their dtype (np.float64 is a
+    # Python float too, but a strong one), as NumPy gives for float16
+    for fmt in (F16, BF16):
+        for other, want in ((True, fmt), (np.ones(3, bool), fmt), (np.bool_(True), fmt),
+                            (np.float64(1), f64), (np.float32(1), f32), (1.0, fmt)):
+            got = dynshape.run("add", np.ones(3, fmt), other)
+            assert got.dtype == np.dtype(want), (fmt, other, got.dtype)
+            if fmt is F16:
+                assert got.dtype == np.add(np.ones(3, fmt), other).dtype
 
 
 def test_kernels_are_in_the_catalog_and_explain_names_them():
