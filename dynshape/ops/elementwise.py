@@ -217,16 +217,20 @@ class BinarySpec(OpSpec):
         out = _output(self.name, out, shape, res)
         a, alias_a = _unalias(out, a)
         b, alias_b = _unalias(out, b)
+        # the arrays made of operands that were not arrays (numbers): a replay of the call
+        # holds them (a number's type and value are part of the call's signature)
+        extra = {"converted": {i: v for i, v, u in ((0, a, inputs[0]), (1, b, inputs[1]))
+                             if type(u) is not np.ndarray}}
         if self.name == "pow" and res.kind == "f" and type(raw[1]) in (int, float) \
                 and raw[1] == 2:
-            # x ** 2 with a Python number (never replayed: the number is not in a call's
-            # signature) is the correctly rounded product x * x, with no power computed
-            return Launch(self.family, "mul", name, out, [a, a], out, None, not alias_a)
+            # x ** 2 with a Python number is the correctly rounded product x * x, with no
+            # power computed
+            return Launch(self.family, "mul", name, out, [a, a], out, None, not alias_a,
+                          extra=extra)
         # integer pow validates its exponents' values: such a call is never replayed
+        extra["reads_data"] = self.name == "pow" and res.kind == "i"
         return Launch(self.family, self.name, name, out, [a, b], out, None,
-                      not (alias_a or alias_b),
-                      extra={"reads_data": True} if self.name == "pow" and res.kind == "i"
-                      else None)
+                      not (alias_a or alias_b), extra=extra)
 
 
 def _attr_dtype(dtype):

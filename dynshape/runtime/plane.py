@@ -12,7 +12,7 @@ from dynshape.planning import cost_model
 from dynshape.planning.plane import Tiling
 from dynshape.runtime import streaming
 from dynshape.runtime.executor import Executor, register_executor
-from dynshape.runtime.replay import same_operands
+from dynshape.runtime.replay import positions
 from dynshape.runtime.targets import get_target
 from dynshape.runtime.layout import (Plane, broadcast_strides, check_outer, element_strides,
                                      flat_view, flattener, is_flat_buffer, plane)
@@ -130,8 +130,12 @@ class PlaneExecutor(Executor):
             def go(arrays, out):
                 call(fx(arrays[0]).view(u), fo(out).view(u), common, entries, fattrs)
             return go
-        if (not same_operands(launch, arrays) or len(arrays) > 2
-                or (len(arrays) == 2 and fattrs is not None)):
+        if len(arrays) > 2 or (len(arrays) == 2 and fattrs is not None):
+            return None
+        # the driver's operands by their position among the caller's arrays ([0, 0]: x ** 2
+        # runs as x * x)
+        idx = positions(arrays, launch.inputs)
+        if idx is None or len(idx) != len(arrays):
             return None
         call = get_target(launch.target).replay_driver(fam, dt)
         if all(is_flat_buffer(a) for a in (launch.out, *arrays)):
@@ -140,18 +144,21 @@ class PlaneExecutor(Executor):
                 def go(arrays, out):
                     call(arrays[0], out, common, entries, fattrs)
             else:
+                i, j = idx
+
                 def go(arrays, out):
-                    call(arrays[0], arrays[1], out, common, entries)
+                    call(arrays[i], arrays[j], out, common, entries)
             return go
-        fo, fx = flattener(launch.out), flattener(arrays[0])
+        fo, fx = flattener(launch.out), flattener(arrays[idx[0]])
         if len(arrays) == 1:
             def go(arrays, out):
                 call(fx(arrays[0]), fo(out), common, entries, fattrs)
         else:
-            fy = flattener(arrays[1])
+            i, j = idx
+            fy = flattener(arrays[j])
 
             def go(arrays, out):
-                call(fx(arrays[0]), fy(arrays[1]), fo(out), common, entries)
+                call(fx(arrays[i]), fy(arrays[j]), fo(out), common, entries)
         return go
 
 

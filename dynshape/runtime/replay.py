@@ -16,6 +16,14 @@ What keeps a replay right:
   or converts an operand makes no replay: the executor is only asked when the launch's
   operands are the caller's arrays, or views of their memory as other item types that the
   replay makes again (copy and transpose move unsigned items: ``reinterpreted``).
+* A number operand (``run("mul", x, 0.5)``) is in the signature by its type: under
+  NumPy's promotion rules (NEP 50) the type alone fixes the call's dtype. The spec
+  converts it to a 0-d array with ``np.asarray(number, dtype)`` (its launch's
+  ``converted``); the replay converts each call's number the same way and passes the
+  array in its place, so the executor's replay sees arrays only and a new value costs no
+  new record. Where a spec reads the value (``pow``: ``x ** 2`` runs as ``x * x``,
+  integer exponents are validated), and under NumPy 1 (value-based promotion), the value
+  is in the signature too (a float zero with its sign: ``-0.0 == 0.0`` in a dict).
 * The table must still be the cache's table of its key: a background swap to the optimized
   table, an eviction or ``clear_cache`` end the replay (the next call takes the full path
   and records a new one). Each of them bumps the cache's ``epoch``; a replay looks its key
@@ -31,6 +39,7 @@ What keeps a replay right:
 
 Bounded: emptied when full, and on ``clear_cache``.
 """
+import math
 import threading
 
 import numpy as np
@@ -45,6 +54,17 @@ _policy = config._policy_override          # "warmup" inside a warming scope: no
 # NumPy's C function behind the array-function dispatch of ``may_share_memory`` (the same
 # answer, half the cost: it runs on every replay with ``out``)
 _may_share = getattr(np.may_share_memory, "_implementation", np.may_share_memory)
+#: the types of number operands a call signature takes; float types key a zero by its sign
+_FLOATS = frozenset({float} | {np.dtype(c).type for c in "efdg"})
+_NUMBERS = _FLOATS | {int, bool, np.bool_} | {np.dtype(c).type for c in "bBhHiIlLqQ"}
+#: ops whose spec reads a number operand's value (pow: the exponent 2 and integer exponents)
+VALUE_KEYED = frozenset({"pow"})
+_VALUE_FREE = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
+
+
+def _zero(v):
+    """The signature's key of a float zero: its sign (``-0.0 == 0.0`` in a dict)."""
+    return ("zero", math.copysign(1.0, v))
 
 
 def signature(op, arrays, out, attrs):
@@ -52,7 +72,8 @@ def signature(op, arrays, out, attrs):
     cannot be replayed (an operand that is not a NumPy array, a read-only ``out``).
 
     One flat tuple: the op, the number of arrays, ``out``'s layout (or None), then per array
-    its dtype, shape, strides and whether it is ``out`` itself, then per attribute its name,
+    its dtype, shape, strides and whether it is ``out`` itself (per number operand: "number",
+    its type, and its value or None: see the module's text), then per attribute its name,
     type and value (an array attribute: its identity and layout, marked "array")."""
     if out is not None:
         if type(out) is not _ND or not out.flags.writeable:
@@ -67,29 +88,38 @@ def signature(op, arrays, out, attrs):
                     return (op, 1, out.dtype, out.shape, out.strides, a.dtype, a.shape,
                             a.strides, a is out)
                 b = arrays[1]
-                if type(b) is _ND:
+                t = type(b)
+                if t is _ND:
                     return (op, 2, out.dtype, out.shape, out.strides, a.dtype, a.shape,
                             a.strides, a is out, b.dtype, b.shape, b.strides, b is out)
+                if t in _NUMBERS and _VALUE_FREE and op not in VALUE_KEYED:
+                    return (op, 2, out.dtype, out.shape, out.strides, a.dtype, a.shape,
+                            a.strides, a is out, "number", t, None, False)
             elif len(arrays) == 1 and len(attrs) == 1:
                 (k, v), = attrs.items()
                 t = type(v)
                 if t is not _ND:
                     return (op, 1, out.dtype, out.shape, out.strides, a.dtype, a.shape,
-                            a.strides, a is out, k, t, v)
+                            a.strides, a is out, k, t, v if v or t not in _FLOATS else _zero(v))
         parts = [op, len(arrays), out.dtype, out.shape, out.strides]
     else:
         parts = [op, len(arrays), None]
     for a in arrays:
-        if type(a) is not _ND:
+        t = type(a)
+        if t is _ND:
+            parts += (a.dtype, a.shape, a.strides, a is out)
+        elif t in _NUMBERS:
+            parts += ("number", t, None if _VALUE_FREE and op not in VALUE_KEYED
+                      else a if a or t not in _FLOATS else _zero(a), False)
+        else:
             return None
-        parts += (a.dtype, a.shape, a.strides, a is out)
     if attrs:
         for k, v in attrs.items():
             t = type(v)
             if t is _ND:
                 parts += (k, "array", id(v), v.dtype, v.shape, v.strides)
             else:
-                parts += (k, t, v)
+                parts += (k, t, v if t not in _FLOATS or v else _zero(v))
     return tuple(parts)          # may be unhashable (an attribute): then never recorded
 
 
@@ -99,12 +129,14 @@ class Replay:
     that are not ``out`` itself (each call checks them for a partial overlap with ``out``);
     ``epoch``: the cache's epoch when ``table`` was last seen cached under ``key``;
     ``drivers``, ``get``: the target's driver source and the ``get`` that ``go``'s driver
-    was fetched through (the replay holds while ``drivers.get`` is still that one)."""
+    was fetched through (the replay holds while ``drivers.get`` is still that one);
+    ``operands``: None, or a function giving the arrays ``go`` takes from the caller's
+    operands (each number converted as its spec converted it)."""
     __slots__ = ("go", "key", "table", "shape", "dtype", "finalize", "held", "others",
-                 "epoch", "drivers", "get")
+                 "epoch", "drivers", "get", "operands")
 
     def __init__(self, go, key, table, shape, dtype, finalize, held, others, epoch, drivers,
-                 get):
+                 get, operands=None):
         self.go = go
         self.key = key
         self.table = table
@@ -116,6 +148,7 @@ class Replay:
         self.epoch = epoch
         self.drivers = drivers
         self.get = get
+        self.operands = operands
 
 
 class ReplayMemo:
@@ -141,6 +174,8 @@ class ReplayMemo:
             if cache._tables.get(r.key) is not r.table:
                 return None
             r.epoch = epoch
+        if r.operands is not None:
+            arrays = r.operands(arrays)
         if out is None:
             out = np.empty(r.shape, r.dtype)
         else:
@@ -165,6 +200,15 @@ class ReplayMemo:
         that later calls would not refresh), and it keeps the array alive (so its identity
         is not reused)."""
         ran = launch.ran
+        operands = None
+        if any(type(a) is not _ND for a in arrays):
+            converted = launch.extra.get("converted")
+            operands = _substitution(arrays, converted)
+            if operands is None:
+                return
+            # this call's arrays as the launch has them (the executor finds its operands
+            # among them by identity); later calls convert their numbers the same way
+            arrays = tuple(a if type(a) is _ND else converted[i] for i, a in enumerate(arrays))
         held = tuple(v for v in (attrs or {}).values() if type(v) is _ND)
         if held:
             seen = [v for v in list(launch.inputs) + list(launch.extra.values())
@@ -197,7 +241,7 @@ class ReplayMemo:
         if self.cache._tables.get(key) is not table:
             return                        # swapped or evicted while this call ran
         r = Replay(go, key, table, result.shape, result.dtype, launch.finalize, held, others,
-                   epoch, drivers, get)
+                   epoch, drivers, get, operands)
         with self._lock:
             if len(self._entries) >= self.max_entries:
                 self._entries.clear()
@@ -213,6 +257,33 @@ class ReplayMemo:
 
 #: the replays of exact calls of ``run`` and of fused sequences
 REPLAY = ReplayMemo(config.cache)
+
+
+def _substitution(arrays, converted):
+    """The function giving a replay's arrays from a call's operands: each number operand
+    converted as its spec did (``converted[i]``, a 0-d array made by ``np.asarray(number,
+    dtype)``); None when a number has no such array."""
+    if not converted:
+        return None
+    dtypes = []
+    for i, a in enumerate(arrays):
+        c = converted.get(i)
+        if type(a) is _ND:
+            dtypes.append(None)
+        elif type(c) is not _ND or c.shape != () or not c.flags.c_contiguous:
+            return None
+        else:
+            dtypes.append(c.dtype)
+    asarray = np.asarray
+    if len(dtypes) == 2 and dtypes[0] is None:
+        d = dtypes[1]
+        return lambda arrays: (arrays[0], asarray(arrays[1], d))
+    if len(dtypes) == 2 and dtypes[1] is None:
+        d = dtypes[0]
+        return lambda arrays: (asarray(arrays[0], d), arrays[1])
+    dtypes = tuple(dtypes)
+    return lambda arrays: tuple(a if d is None else asarray(a, d)
+                                for a, d in zip(arrays, dtypes))
 
 
 def same_operands(launch, arrays, n=None):

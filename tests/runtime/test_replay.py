@@ -51,6 +51,13 @@ CASES = {
                     lambda a, b: a - b, lambda: (f32(1003), f32(1003))),
     "binary flat broadcast": (lambda a, b, out=None: dynshape.run("mul", a, b, out=out),
                               lambda a, b: a * b, lambda: (f32(1003), f32(1))),
+    # a number operand: converted by each call as the spec converts it (pow by 2: x * x)
+    "binary number": (lambda a, out=None: dynshape.run("mul", a, 0.75, out=out),
+                      lambda a: a * np.float32(0.75), lambda: (f32(33, 31).T,)),
+    "binary number first": (lambda a, out=None: dynshape.run("sub", 2, a, out=out),
+                            lambda a: 2 - a, lambda: (f32(1003),)),
+    "pow by a number": (lambda a, out=None: dynshape.run("pow", a, 2.0, out=out),
+                        lambda a: a * a, lambda: (f32(33, 31)[:, ::2],)),
     "reduce": (lambda a, out=None: dynshape.run("sum", a, axis=1, out=out),
                lambda a: a.astype(np.float64).sum(1), lambda: (f32(33, 31),)),
     "rowwise": (lambda a, out=None: dynshape.run("softmax", a, out=out),
@@ -547,3 +554,102 @@ def test_a_leading_op_whose_side_is_copied_is_not_replayed_from_the_copy():
     f(x, w, r=side, out=other)
     assert REPLAY.replays == before + 1
     np.testing.assert_allclose(other, np.maximum(conv + side, 0), rtol=2e-5, atol=2e-5)
+
+
+_NUMBER_TYPES = [int, float, bool, np.float32, np.float64, np.int64, np.int32]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["float32", "float64", "int32", "int64", "float16"]),
+       st.sampled_from(["add", "sub", "mul", "div", "maximum", "minimum"]),
+       st.sampled_from(_NUMBER_TYPES), st.booleans(), st.data())
+def test_number_operands_are_converted_by_every_replayed_call(dtype, op, kind, first, data):
+    """A call with a number operand is replayed (the number's type is in the signature,
+    not its value), and every call, with any value, gives NumPy's dtype and values: the
+    replay converts each number as the full path does."""
+    x = (rng.standard_normal(37) * 50).astype(dtype)
+    ref = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+           "maximum": np.maximum, "minimum": np.minimum}[op]
+    if kind is bool:
+        values = data.draw(st.lists(st.booleans(), min_size=3, max_size=6))
+    elif kind in (float, np.float32, np.float64):
+        values = data.draw(st.lists(st.sampled_from([0.0, -0.0, 1.5, -2.25, 1e30, np.inf,
+                                                     -np.inf, np.nan, 3.0]),
+                                    min_size=3, max_size=6))
+    else:
+        values = data.draw(st.lists(st.integers(-100, 100), min_size=3, max_size=6))
+    before = REPLAY.replays
+    with np.errstate(all="ignore"):
+        for v in values:
+            v = kind(v)
+            args = (v, x) if first else (x, v)
+            if op == "div" and dtype.startswith("int") and kind in (int, bool, np.int64,
+                                                                      np.int32):
+                want = np.true_divide(*(np.asarray(a, np.float64) for a in args))
+            else:
+                want = ref(*args)
+            got = dynshape.run(op, *args)
+            assert got.dtype == want.dtype, (args, got.dtype, want.dtype)
+            np.testing.assert_array_equal(got, want)
+            if op not in ("maximum", "minimum"):    # of two zeros, either is right (IEEE)
+                np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    # the first call may be followed by the background swap of its table (a new record); a
+    # call that converts the array too (float32 + np.float64 gives float64) is not replayed
+    if want.dtype == x.dtype:
+        assert REPLAY.replays - before >= len(values) - 2
+
+
+def test_new_number_values_make_no_new_records():
+    """Calls that differ in a number's value share one replay: none of them records anew
+    (the memo does not grow), and each is right."""
+    x, o = f32(1000), np.empty(1000, np.float32)
+    dynshape.run("add", x, 0.5, out=o)
+    dynshape.wait_optimized()
+    dynshape.run("add", x, 0.5, out=o)
+    n, before = len(REPLAY), REPLAY.replays
+    for i in range(50):
+        v = i * 0.37 - 9
+        np.testing.assert_array_equal(dynshape.run("add", x, v, out=o), x + np.float32(v))
+    assert len(REPLAY) == n and REPLAY.replays - before == 50
+
+
+def test_pow_replays_are_keyed_by_the_exponent():
+    """pow's spec reads the exponent (2 runs as x * x): its value is in the signature, so
+    exponents taking different paths never share a replay."""
+    x = np.abs(f32(500)) + 0.5
+    for _ in range(3):
+        for e in (2.0, 2.5, 3, 2):
+            with np.errstate(all="ignore"):
+                want = np.power(x, np.float32(e) if isinstance(e, float) else e)
+            got = dynshape.run("pow", x, e)
+            if e == 2:
+                np.testing.assert_array_equal(got, x * x)
+            else:
+                np.testing.assert_allclose(got, want, rtol=3e-7)
+    sig = replay.signature
+    assert sig("pow", (x, 2.0), None, {}) != sig("pow", (x, 2.5), None, {})
+    assert sig("add", (x, 2.0), None, {}) == sig("add", (x, 2.5), None, {})
+    assert sig("add", (x, 2.0), None, {}) != sig("add", (x, 2), None, {})
+    assert sig("add", (x, 2.0), None, {}) != sig("add", (x, np.float64(2.0)), None, {})
+
+
+def test_integer_overflow_of_a_number_raises_on_a_replayed_call_too():
+    x = np.arange(10, dtype=np.int32)
+    for v in (5, 6, 7):
+        np.testing.assert_array_equal(dynshape.run("add", x, v), x + v)
+    for _ in range(2):
+        with pytest.raises(OverflowError, match="out of bounds for int32"):
+            dynshape.run("add", x, 2 ** 40)
+
+
+def test_float_zero_attributes_are_keyed_by_their_sign():
+    """``-0.0 == 0.0`` in a dict: the signature keys a zero attribute by its sign."""
+    x, o = f32(4, 5), f32(4, 5)
+    sig = replay.signature
+    for out in (None, o):
+        assert sig("leaky_relu", (x,), out, {"alpha": -0.0}) != \
+            sig("leaky_relu", (x,), out, {"alpha": 0.0})
+    neg = -np.abs(f32(300)) - 1
+    for alpha in (0.0, -0.0, 0.0, -0.0):
+        got = dynshape.run("leaky_relu", neg, alpha=alpha)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(neg * np.float32(alpha)))
