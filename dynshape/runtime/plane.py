@@ -12,7 +12,7 @@ from dynshape.planning import cost_model
 from dynshape.planning.plane import Tiling
 from dynshape.runtime import streaming
 from dynshape.runtime.executor import Executor, register_executor
-from dynshape.runtime.replay import positions
+from dynshape.runtime.replay import positions, same_operands
 from dynshape.runtime.targets import get_target
 from dynshape.runtime.layout import (Plane, broadcast_strides, check_outer, element_strides,
                                      flat_view, flattener, is_flat_buffer, plane)
@@ -132,9 +132,10 @@ class PlaneExecutor(Executor):
             return go
         if len(arrays) > 2 or (len(arrays) == 2 and fattrs is not None):
             return None
-        # the driver's operands by their position among the caller's arrays ([0, 0]: x ** 2
-        # runs as x * x)
-        idx = positions(arrays, launch.inputs)
+        # the driver's operands: the caller's arrays in order (x * x included), else each by
+        # its one position among them (x ** 2 by a number runs as x * x: [0, 0])
+        idx = (list(range(len(arrays))) if same_operands(launch, arrays)
+               else positions(arrays, launch.inputs))
         if idx is None or len(idx) != len(arrays):
             return None
         call = get_target(launch.target).replay_driver(fam, dt)

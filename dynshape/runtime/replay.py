@@ -295,13 +295,17 @@ def same_operands(launch, arrays, n=None):
 
 def positions(arrays, operands):
     """The position in ``arrays`` of each of ``operands`` (by identity: an operand must be
-    one of the caller's arrays, neither a copy nor a conversion, and not empty), or None."""
+    one of the caller's arrays, neither a copy nor a conversion, and not empty), or None.
+
+    None too when an operand is at two positions (``matmul(x, x)``): which of them the launch
+    took it from is not known, and a replay reading the first for both would compute
+    ``p @ p`` for a later ``matmul(p, q)`` of the same signature."""
     idx = []
     for a in operands:
-        where = next((j for j, u in enumerate(arrays) if u is a), None)
-        if where is None or a.size == 0:
+        where = [j for j, u in enumerate(arrays) if u is a]
+        if len(where) != 1 or a.size == 0:
             return None
-        idx.append(where)
+        idx.append(where[0])
     return idx
 
 

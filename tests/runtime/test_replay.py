@@ -653,3 +653,33 @@ def test_float_zero_attributes_are_keyed_by_their_sign():
     for alpha in (0.0, -0.0, 0.0, -0.0):
         got = dynshape.run("leaky_relu", neg, alpha=alpha)
         np.testing.assert_array_equal(np.signbit(got), np.signbit(neg * np.float32(alpha)))
+
+
+def test_a_call_with_one_array_twice_is_no_replay_for_two_arrays():
+    """``op(x, x)`` and ``op(p, q)`` have one signature. A replay recorded from the first
+    must read each operand from its own position in the second: matmul, fused sequences
+    and elementwise ops (a mapping taken by identity from ``x, x`` read ``p`` twice)."""
+    r = np.random.default_rng(11)
+    x = r.standard_normal((20, 20)).astype(np.float32)
+    p, q = r.standard_normal((2, 20, 20)).astype(np.float32)
+    f = dynshape.fuse([("add", "b"), "relu"])
+    for _ in range(3):
+        dynshape.run("matmul", x, x)
+        dynshape.run("mul", x, x)
+        f(x, b=x)
+    np.testing.assert_allclose(dynshape.run("matmul", p, q), p.astype(np.float64) @ q,
+                               rtol=2e-5, atol=2e-5)
+    np.testing.assert_array_equal(dynshape.run("mul", p, q), p * q)
+    np.testing.assert_array_equal(f(p, b=q), np.maximum(p + q, 0))
+    # and the other way round: recorded from p, q, replayed for x, x
+    for _ in range(3):
+        dynshape.run("matmul", p, q)
+        f(p, b=q)
+    np.testing.assert_allclose(dynshape.run("matmul", x, x), x.astype(np.float64) @ x,
+                               rtol=2e-5, atol=2e-5)
+    np.testing.assert_array_equal(f(x, b=x), np.maximum(x + x, 0))
+    # x ** 2 by a number runs as x * x, replayed from x alone
+    before = REPLAY.replays
+    for _ in range(3):
+        np.testing.assert_array_equal(dynshape.run("pow", p, 2.0), p * p)
+    assert REPLAY.replays - before >= 2
