@@ -3,11 +3,12 @@
 An output at least ``stream_bytes()`` long is written with streaming stores by the commonest
 ops whose loops wait on memory (relu, clip and copies; add, sub and mul: ``STREAM_UNARY``
 and ``STREAM_BINARY`` in ``dynshape_kernels.cpu.switches``; exp, log, sigmoid, tanh, gelu
-and silu: ``STREAM_MATH`` in ``dynshape_kernels.cpu.elementwise``; the fused ``x op side,
-then relu`` as one loop, and every other fused elementwise chain a block at a time, its last
-unary or constant step streaming piece by piece beside the next block's prefetches; the last
-pass of layer_norm, rms_norm and log_softmax over long rows): it skips
-reading each output line before writing it, a third of the memory traffic. A smaller
+and silu: ``STREAM_MATH`` in ``dynshape_kernels.cpu.elementwise``; every binary op by one
+value, ``x * 0.5`` or ``x ** 2.5``, computed a block at a time as the math ops are; the
+fused ``x op side, then relu`` as one loop, and every other fused elementwise chain a block
+at a time, its last unary or constant step streaming piece by piece beside the next
+block's prefetches; the last pass of layer_norm, rms_norm and log_softmax over long rows):
+it skips reading each output line before writing it, a third of the memory traffic. A smaller
 output is written normally, so that it stays in cache for whatever reads it next. The
 same flag turns on the software prefetches of transposed copies (a tile prefetches the
 next one's rows). The default is the size of the machine's last-level cache (read from

@@ -183,6 +183,43 @@ def _stream_zip(code, av, bv, ov, buf):
     zip_contig(code, av[e:], bv[e:], ov[e:], n - e)
 
 
+@njit(inline="always")
+def _scalar_zip(code, left, xv, c, ov, n):
+    """``ov = c op xv`` when ``left``, else ``ov = xv op c`` (``c`` one value)."""
+    if left:
+        zip_scalar_a(code, c, xv, ov, n)
+    else:
+        zip_scalar_b(code, xv, c, ov, n)
+
+
+@callee(cache=True)
+def _scalar_stream(code, left, xv, c, ov):
+    """``ov = xv op c`` (``c op xv`` when ``left``) over unit-stride ``xv`` and ``ov``
+    (disjoint), streaming as :func:`_math_stream` does: blocks of MATH_BLOCK_BYTES computed
+    into an L1 buffer, each streamed as whole lines, the input prefetched AHEAD_BYTES on;
+    the lines before the first line start and after the last whole block store normally.
+    An op by one value stores normally otherwise (``_scalar_rows``): pow(x, 2.5) of 3e7
+    float32 took 1.80 ns per element there against 1.35 from cache (torch 1.25)."""
+    n = ov.size
+    w = MATH_BLOCK_BYTES // ov.itemsize
+    g, e = stream_span(ov, w)
+    if g < 0:
+        _scalar_zip(code, left, xv, c, ov, n)
+        return
+    _scalar_zip(code, left, xv[:g], c, ov[:g], g)
+    buf = np.empty(w, dtype=ov.dtype)
+    xb, ob, b = borrowed((xv, ov, buf))
+    half = BLOCK_BYTES // ov.itemsize
+    ahead = AHEAD_BYTES // ov.itemsize
+    for s in range(g, e, w):
+        prefetch_on(xb, s + ahead, w)
+        _scalar_zip(code, left, xb[s:s + w], c, b, w)
+        stream_block(b, ob, s)
+        stream_block(b[half:], ob, s + half)
+    hold(buf)
+    _scalar_zip(code, left, xv[e:], c, ov[e:], n - e)
+
+
 @callee(cache=True)
 def resolve(off, anchor, size, t):
     """(offset, valid length) of an entry in one dimension; valid 0 means do nothing."""
@@ -935,7 +972,8 @@ def _binary_run(a, b, o, common, entries, idx, end):
     ab = outer_offset(common, np.int64(1), oi) + r0 * asm + r1 * asn
     bb = outer_offset(common, np.int64(2), oi) + r0 * bsm + r1 * bsn
     ob = outer_offset(common, np.int64(0), oi) + r0 * osm + r1
-    streaming = _streaming(common, _STREAM_AT_BINARY) and STREAMS_BINARY[code]
+    streams = _streaming(common, _STREAM_AT_BINARY)
+    streaming = streams and STREAMS_BINARY[code]
     # a row repeated for every row (a bias row) on the right or the left, the other input's
     # rows and the output's following each other, the output not that input (in place)
     right = (osm == v1 and bsm == 0 and bsn == 1 and asn == 1 and asm == v1
@@ -951,6 +989,18 @@ def _binary_run(a, b, o, common, entries, idx, end):
     if k * v1 >= REPEAT_RUN_MIN and v1 <= REPEAT_ROW_MAX and (right or left):
         _repeated_row(code, right, xv, xo, rv, ro, o, ob, k, v1)     # x op row, or row op x
         return used
+    if streams and (k == 1 or osm == v1) and ((asm == 0 and asn == 0 and bsn == 1
+                                               and (k == 1 or bsm == v1)) or
+                                              (bsm == 0 and bsn == 0 and asn == 1
+                                               and (k == 1 or asm == v1))):
+        # one value for every element (x * 0.5, x ** 2.5), rows that follow each other
+        on_left = asn == 0
+        sv, so = (b, bb) if on_left else (a, ab)
+        if not same_element(sv, so, o, ob):
+            n = k * v1
+            _scalar_stream(code, on_left, sv[so:so + n], a[ab] if on_left else b[bb],
+                           o[ob:ob + n])
+            return used
     if (streaming and asn == 1 and bsn == 1
             and not same_rows(a, ab, asm, o, ob, osm) and not same_rows(b, bb, bsm, o, ob, osm)):
         buf = np.empty(BLOCK_BYTES // o.itemsize, dtype=o.dtype)

@@ -559,3 +559,80 @@ def test_the_rowwise_executor_binds_the_store_block():
             assert common.size == at + 1 and common[at] == want
     finally:
         streaming.set_stream_bytes(None)
+
+
+_BINARY_NP = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+              "pow": np.power, "maximum": np.maximum, "minimum": np.minimum}
+
+
+@given(rows=st.integers(1, 4), cols=st.integers(1, 5000), start=st.integers(0, 40),
+       dtype=st.sampled_from(DTYPES), op=st.sampled_from(sorted(_BINARY_NP)),
+       left=st.booleans(), number=st.booleans(), seed=st.integers(0, 2**16))
+def test_an_op_by_one_value_streams_as_it_stores(rows, cols, start, dtype, op, left, number,
+                                                seed):
+    """x op c and c op x (c a number or a one-element array) give, streaming, the very
+    results of normal stores, NumPy's, and write nothing outside the output."""
+    if op == "div" and dtype.startswith("int"):
+        return                                       # float64 results: another output dtype
+    rng = np.random.default_rng(seed)
+    x = _values(rng, (rows, cols), dtype)
+    if op == "pow":
+        x = np.abs(x) + (0 if dtype.startswith("int") else 0.5)
+    c = 2 if op == "pow" and dtype.startswith("int") else 1.75 if op == "pow" else 3
+    if not number:
+        c = np.full((1, 1), c, dtype=dtype)
+    args = (c, x) if left else (x, c)
+    sentinel = np.array(5, dtype=dtype)
+    buf = np.full(start + rows * cols + 7, sentinel, dtype=dtype)
+    out = buf[start:start + rows * cols].reshape(rows, cols)
+    normal = np.empty_like(out)
+    streaming.set_stream_bytes("off")
+    dynshape.clear_cache()
+    with np.errstate(all="ignore"):
+        try:
+            dynshape.run(op, *args, out=normal)
+            streaming.set_stream_bytes(0)
+            dynshape.clear_cache()
+            dynshape.run(op, *args, out=out)
+        finally:
+            streaming.set_stream_bytes(None)
+            dynshape.clear_cache()
+        want = _BINARY_NP[op](*args)
+    np.testing.assert_array_equal(out, normal)
+    if op == "pow" and dtype == "float64":
+        np.testing.assert_array_max_ulp(out, want, 1)       # libm's pow against NumPy's
+    elif op == "pow" and not dtype.startswith("int"):
+        np.testing.assert_allclose(out, want, rtol=2e-3 if dtype == "float16" else 2e-6)
+    else:
+        np.testing.assert_array_equal(out, want)
+    assert (buf[:start] == sentinel).all() and (buf[start + rows * cols:] == sentinel).all()
+
+
+@pytest.mark.parametrize("n, start", [(4096, 0), (5000, 3), (777, 1), (300, 0), (64, 0),
+                                      (20000, 13)])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32"])
+@pytest.mark.parametrize("op, left", [("sub", True), ("sub", False), ("pow", False),
+                                      ("mul", True)])
+def test_the_scalar_stream_computes_every_element(n, start, dtype, op, left):
+    """The driver's path itself (``elementwise._scalar_stream``), so that a change of table
+    or threshold cannot leave it untested: heads before the first line start, whole streamed
+    blocks, tails stored normally, on either side of the op; nothing else written."""
+    from dynshape_kernels.abi.storage import carrier
+    from dynshape_kernels.abi.vocabulary import BINARY_OPS
+    rng = np.random.default_rng(n + start)
+    st_dt = np.dtype(carrier(dtype))
+    x = np.abs(_values(rng, n + 5, dtype))[5:] + np.array(1, dtype=dtype)
+    c = np.array(2 if op == "pow" else 3, dtype=dtype)
+    want = np.empty_like(x)
+    streaming.set_stream_bytes("off")
+    try:
+        dynshape.run(op, *((c, x) if left else (x, c)), out=want)
+    finally:
+        streaming.set_stream_bytes(None)
+    buf = np.full(start + n + 16, 9, dtype=dtype)
+    out = buf[start:start + n]
+    x.flags.writeable = False
+    elementwise._scalar_stream(np.int64(BINARY_OPS.index(op)), left, x.view(st_dt),
+                               c.view(st_dt)[()], out.view(st_dt))
+    np.testing.assert_array_equal(out, want)
+    assert (buf[:start] == 9).all() and (buf[start + n:] == 9).all()
