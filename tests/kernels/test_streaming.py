@@ -608,6 +608,37 @@ def test_an_op_by_one_value_streams_as_it_stores(rows, cols, start, dtype, op, l
     assert (buf[:start] == sentinel).all() and (buf[start + rows * cols:] == sentinel).all()
 
 
+@given(rows=st.integers(2, 4), extra=st.integers(0, 600), gap=st.integers(0, 40),
+       dtype=st.sampled_from(("float32", "float64", "float16", "int64")),
+       op=st.sampled_from(("sub", "mul", "pow", "maximum")), left=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_one_value_per_row_streams_long_rows_one_by_one(stream_all, rows, extra, gap, dtype,
+                                                        op, left, seed):
+    """x op c[:, None] (and c[:, None] op x) over rows of at least STREAM_ROW_BYTES, the
+    output's rows apart (a view): NumPy's results, nothing written between the rows."""
+    rng = np.random.default_rng(seed)
+    cols = elementwise.STREAM_ROW_BYTES // np.dtype(dtype).itemsize + extra
+    x = _values(rng, (rows, cols), dtype)
+    c = _values(rng, (rows, 1), dtype)
+    if op == "pow":
+        x = np.abs(x) % 3 + np.array(1, dtype=dtype)
+        c = np.abs(c) % 3 + np.array(1, dtype=dtype)
+    args = (c, x) if left else (x, c)
+    sentinel = np.array(7, dtype=dtype)
+    buf = np.full((rows, cols + gap), sentinel, dtype=dtype)
+    out = buf[:, :cols]
+    dynshape.run(op, *args, out=out)
+    with np.errstate(all="ignore"):
+        want = _BINARY_NP[op](*args)
+    if op == "pow" and dtype == "float64":
+        np.testing.assert_array_max_ulp(out, want, 1)
+    elif op == "pow" and dtype in ("float32", "float16"):
+        np.testing.assert_allclose(out, want, rtol=2e-3 if dtype == "float16" else 2e-6)
+    else:
+        np.testing.assert_array_equal(out, want)
+    assert (buf[:, cols:] == sentinel).all()
+
+
 @pytest.mark.parametrize("n, start", [(4096, 0), (5000, 3), (777, 1), (300, 0), (64, 0),
                                       (20000, 13)])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32"])
@@ -636,3 +667,69 @@ def test_the_scalar_stream_computes_every_element(n, start, dtype, op, left):
                                c.view(st_dt)[()], out.view(st_dt))
     np.testing.assert_array_equal(out, want)
     assert (buf[:start] == 9).all() and (buf[start + n:] == 9).all()
+
+
+@given(rows=st.integers(1, 4), cols=st.integers(1, 5000), start=st.integers(0, 40),
+       dtype=st.sampled_from(DTYPES), op=st.sampled_from(("div", "pow", "maximum", "minimum")),
+       seed=st.integers(0, 2**16))
+def test_ops_without_a_streaming_loop_stream_through_a_buffer(rows, cols, start, dtype, op,
+                                                             seed):
+    """Two-array div, maximum and minimum over rows that follow each other stream through
+    a buffer (``elementwise._buffered_zip_stream``), pow stores normally: with the threshold
+    at 0 every one gives the results of normal stores, and nothing outside the output is
+    written."""
+    if op == "div" and dtype.startswith("int"):
+        return
+    rng = np.random.default_rng(seed)
+    a, b = (_values(rng, (rows, cols), dtype) for _ in range(2))
+    if op == "pow":
+        a = np.abs(a) % 4 + np.array(1, dtype=dtype)
+        b = np.abs(b) % 3
+    sentinel = np.array(5, dtype=dtype)
+    buf = np.full(start + rows * cols + 7, sentinel, dtype=dtype)
+    out = buf[start:start + rows * cols].reshape(rows, cols)
+    normal = np.empty_like(out)
+    with np.errstate(all="ignore"):
+        try:
+            streaming.set_stream_bytes("off")
+            dynshape.clear_cache()
+            dynshape.run(op, a, b, out=normal)
+            streaming.set_stream_bytes(0)
+            dynshape.clear_cache()
+            dynshape.run(op, a, b, out=out)
+        finally:
+            streaming.set_stream_bytes(None)
+            dynshape.clear_cache()
+        want = _BINARY_NP[op](a, b)
+    np.testing.assert_array_equal(out, normal)
+    if op != "pow" or dtype.startswith("int"):
+        np.testing.assert_array_equal(out, want)
+    assert (buf[:start] == sentinel).all() and (buf[start + rows * cols:] == sentinel).all()
+
+
+@pytest.mark.parametrize("n, start", [(4096, 0), (5000, 3), (777, 1), (64, 0), (20000, 13)])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32"])
+def test_the_buffered_zip_stream_computes_every_element(n, start, dtype):
+    """``elementwise._buffered_zip_stream`` itself: every element, nothing else written."""
+    from dynshape_kernels.abi.storage import carrier
+    from dynshape_kernels.abi.vocabulary import BINARY_OPS
+    rng = np.random.default_rng(n + start)
+    st_dt = np.dtype(carrier(dtype))
+    a, b = (_values(rng, n + 3, dtype)[3:] for _ in range(2))
+    buf = np.full(start + n + 16, 9, dtype=dtype)
+    out = buf[start:start + n]
+    a.flags.writeable = b.flags.writeable = False
+    elementwise._buffered_zip_stream(np.int64(BINARY_OPS.index("maximum")), a.view(st_dt),
+                                     b.view(st_dt), out.view(st_dt))
+    np.testing.assert_array_equal(out, np.maximum(a, b))
+    assert (buf[:start] == 9).all() and (buf[start + n:] == 9).all()
+
+
+def test_the_buffered_stream_gate_is_div_maximum_minimum():
+    """The ops that stream through a buffer: the ones without a loop of their own that were
+    measured faster so (pow, bound by its compute, was slower)."""
+    from dynshape_kernels.abi.vocabulary import BINARY_OPS
+    from dynshape_kernels.cpu.switches import STREAM_BINARY
+    gated = [BINARY_OPS[c] for c in np.flatnonzero(elementwise.STREAMS_BUFFERED)]
+    assert gated == ["div", "maximum", "minimum"]
+    assert not set(np.flatnonzero(elementwise.STREAMS_BUFFERED)) & set(STREAM_BINARY)
