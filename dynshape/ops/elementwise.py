@@ -217,8 +217,8 @@ class BinarySpec(OpSpec):
         out = _output(self.name, out, shape, res)
         a, alias_a = _unalias(out, a)
         b, alias_b = _unalias(out, b)
-        # the arrays made of operands that were not arrays (numbers): a replay of the call
-        # holds them (a number's type and value are part of the call's signature)
+        # the 0-d arrays made of operands that were not arrays (numbers): a replay of the
+        # call converts each later call's numbers to their dtypes (runtime/replay.py)
         extra = {"converted": {i: v for i, v, u in ((0, a, inputs[0]), (1, b, inputs[1]))
                              if type(u) is not np.ndarray}}
         if self.name == "pow" and res.kind == "f" and type(raw[1]) in (int, float) \

@@ -4,17 +4,19 @@ An output at least ``stream_bytes()`` long is written with streaming stores by t
 ops whose loops wait on memory (relu, clip and copies; add, sub and mul: ``STREAM_UNARY``
 and ``STREAM_BINARY`` in ``dynshape_kernels.cpu.switches``; exp, log, sigmoid, tanh, gelu
 and silu: ``STREAM_MATH`` in ``dynshape_kernels.cpu.elementwise``; every binary op by one
-value, ``x * 0.5`` or ``x ** 2.5``, computed a block at a time as the math ops are; the
-fused ``x op side, then relu`` as one loop, and every other fused elementwise chain a block
-at a time, its last unary or constant step streaming piece by piece beside the next
-block's prefetches; the last pass of layer_norm, rms_norm and log_softmax over long rows):
-it skips reading each output line before writing it, a third of the memory traffic. A smaller
-output is written normally, so that it stays in cache for whatever reads it next. The
-same flag turns on the software prefetches of transposed copies (a tile prefetches the
-next one's rows). The default is the size of the machine's last-level cache (read from
-``/sys/devices/system/cpu``), at most ``MAX_DEFAULT_BYTES`` (32 MiB, also where the size is
-not readable); the environment variable ``DYNSHAPE_STREAM_BYTES`` (a byte count, or
-``off``) or :func:`set_stream_bytes` change it.
+value, ``x * 0.5`` or ``x ** 2.5`` (one value per row: over rows of at least
+``STREAM_ROW_BYTES``), and two-array div, maximum and minimum (``STREAM_BUFFERED``),
+computed a block at a time as the math ops are; the fused ``x op side, then relu`` as one
+loop, and every other fused elementwise chain a block at a time, its last unary or
+constant step streaming piece by piece beside the next block's prefetches; the last pass
+of layer_norm, rms_norm and log_softmax over long rows): it skips reading each output line
+before writing it, a third of the memory traffic. A smaller output is written normally,
+so that it stays in cache for whatever reads it next. The same flag turns on the software
+prefetches of transposed copies (a tile prefetches the next one's rows). The default is
+the size of the machine's last-level cache (read from ``/sys/devices/system/cpu``), at
+most ``MAX_DEFAULT_BYTES`` (32 MiB, also where the size is not readable); the environment
+variable ``DYNSHAPE_STREAM_BYTES`` (a byte count, or ``off``) or :func:`set_stream_bytes`
+change it.
 
 Why at most 32 MiB: a larger last-level cache is shared by many cores, and a virtual
 machine's few cores get a small part of it. A 2-vCPU guest on an Intel host reports
