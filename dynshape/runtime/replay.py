@@ -270,7 +270,7 @@ def _substitution(arrays, converted):
         c = converted.get(i)
         if type(a) is _ND:
             dtypes.append(None)
-        elif type(c) is not _ND or c.shape != () or not c.flags.c_contiguous:
+        elif type(c) is not _ND or c.shape != ():
             return None
         else:
             dtypes.append(c.dtype)

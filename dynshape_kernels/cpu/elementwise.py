@@ -83,7 +83,7 @@ STREAMS_MATH = np.array([c in STREAM_MATH for c in range(64)])
 MATH_BLOCK_BYTES = 2 * BLOCK_BYTES
 STREAMS_BINARY = np.array([c in STREAM_BINARY for c in range(64)])
 # two-array ops without a streaming loop of their own that stream through a buffer
-# (``_buffered_zip_stream``; 3e7 float32, 2 threads: div 12.0 -> 10.1 ms, maximum 12.9 ->
+# (``_buffered_stream``; 3e7 float32, 2 threads: div 12.0 -> 10.1 ms, maximum 12.9 ->
 # 10.5; pow, bound by its compute, took 42.4 -> 45.5-47.1 and stores normally)
 STREAM_BUFFERED = frozenset({DIV, MAXIMUM, MINIMUM})
 STREAMS_BUFFERED = np.array([c in STREAM_BUFFERED for c in range(64)])
@@ -189,69 +189,54 @@ def _stream_zip(code, av, bv, ov, buf):
     zip_contig(code, av[e:], bv[e:], ov[e:], n - e)
 
 
+#: what a buffered stream (``_buffered_stream``) computes: ``av op bv``, ``av op c`` (one
+#: value on the right) or ``c op av`` (on the left)
+ZIP_BOTH, ONE_RIGHT, ONE_LEFT = 0, 1, 2
+
+
 @njit(inline="always")
-def _scalar_zip(code, left, xv, c, ov, n):
-    """``ov = c op xv`` when ``left``, else ``ov = xv op c`` (``c`` one value)."""
-    if left:
-        zip_scalar_a(code, c, xv, ov, n)
-    else:
-        zip_scalar_b(code, xv, c, ov, n)
-
-
-@callee(cache=True)
-def _scalar_stream(code, left, xv, c, ov):
-    """``ov = xv op c`` (``c op xv`` when ``left``) over unit-stride ``xv`` and ``ov``
-    (disjoint), streaming as :func:`_math_stream` does: blocks of MATH_BLOCK_BYTES computed
-    into an L1 buffer, each streamed as whole lines, the input prefetched AHEAD_BYTES on;
-    the lines before the first line start and after the last whole block store normally.
-    An op by one value stores normally otherwise (``_scalar_rows``): pow(x, 2.5) of 3e7
-    float32 took 1.80 ns per element there against 1.35 from cache (torch 1.25)."""
-    n = ov.size
-    w = MATH_BLOCK_BYTES // ov.itemsize
-    g, e = stream_span(ov, w)
-    if g < 0:
-        _scalar_zip(code, left, xv, c, ov, n)
-        return
-    _scalar_zip(code, left, xv[:g], c, ov[:g], g)
-    buf = np.empty(w, dtype=ov.dtype)
-    xb, ob, b = borrowed((xv, ov, buf))
-    half = BLOCK_BYTES // ov.itemsize
-    ahead = AHEAD_BYTES // ov.itemsize
-    for s in range(g, e, w):
-        prefetch_on(xb, s + ahead, w)
-        _scalar_zip(code, left, xb[s:s + w], c, b, w)
-        stream_block(b, ob, s)
-        stream_block(b[half:], ob, s + half)
-    hold(buf)
-    _scalar_zip(code, left, xv[e:], c, ov[e:], n - e)
-
-
-@callee(cache=True)
-def _buffered_zip_stream(code, av, bv, ov):
-    """``ov = av op bv`` (unit stride, ``ov`` disjoint from both) for the ops without a
-    streaming loop of their own in the switches (div, maximum, minimum: ``STREAM_BUFFERED``),
-    streaming as :func:`_scalar_stream`: blocks computed by the
-    contiguous loop into an L1 buffer, each streamed as whole lines, both inputs prefetched
-    (no switch case more to compile)."""
-    n = ov.size
-    w = MATH_BLOCK_BYTES // ov.itemsize
-    g, e = stream_span(ov, w)
-    if g < 0:
+def _zip_block(code, mode, av, bv, c, ov, n):
+    """``ov[:n]`` = ``av op bv``, ``av op c`` or ``c op av`` by ``mode``."""
+    if mode == ZIP_BOTH:
         zip_contig(code, av, bv, ov, n)
+    elif mode == ONE_RIGHT:
+        zip_scalar_b(code, av, c, ov, n)
+    else:
+        zip_scalar_a(code, c, av, ov, n)
+
+
+@callee(cache=True)
+def _buffered_stream(code, mode, av, bv, c, ov):
+    """``ov = av op bv`` (``mode`` ZIP_BOTH), ``av op c`` (ONE_RIGHT) or ``c op av``
+    (ONE_LEFT; ``bv`` unused, pass ``av``) over unit-stride operands, ``ov`` disjoint from
+    them, streaming as :func:`_math_stream` does: blocks of MATH_BLOCK_BYTES computed into an
+    L1 buffer, each streamed as whole lines, the inputs prefetched AHEAD_BYTES on; the lines
+    before the first line start and after the last whole block store normally.
+
+    For the binary ops by one value (which stored normally in ``_scalar_rows``: pow(x, 2.5)
+    of 3e7 float32 took 1.80 ns per element there against 1.35 from cache, torch 1.25) and
+    the two-array ops without a streaming loop of their own in the switches (div, maximum,
+    minimum: ``STREAM_BUFFERED``; no switch case more to compile)."""
+    n = ov.size
+    w = MATH_BLOCK_BYTES // ov.itemsize
+    g, e = stream_span(ov, w)
+    if g < 0:
+        _zip_block(code, mode, av, bv, c, ov, n)
         return
-    zip_contig(code, av[:g], bv[:g], ov[:g], g)
+    _zip_block(code, mode, av[:g], bv[:g], c, ov[:g], g)
     buf = np.empty(w, dtype=ov.dtype)
     xa, xb, ob, b = borrowed((av, bv, ov, buf))
     half = BLOCK_BYTES // ov.itemsize
     ahead = AHEAD_BYTES // ov.itemsize
     for s in range(g, e, w):
         prefetch_on(xa, s + ahead, w)
-        prefetch_on(xb, s + ahead, w)
-        zip_contig(code, xa[s:s + w], xb[s:s + w], b, w)
+        if mode == ZIP_BOTH:
+            prefetch_on(xb, s + ahead, w)
+        _zip_block(code, mode, xa[s:s + w], xb[s:s + w], c, b, w)
         stream_block(b, ob, s)
         stream_block(b[half:], ob, s + half)
     hold(buf)
-    zip_contig(code, av[e:], bv[e:], ov[e:], n - e)
+    _zip_block(code, mode, av[e:], bv[e:], c, ov[e:], n - e)
 
 
 @callee(cache=True)
@@ -1032,8 +1017,9 @@ def _binary_run(a, b, o, common, entries, idx, end):
         sv, so = (b, bb) if on_left else (a, ab)
         if not same_element(sv, so, o, ob):
             n = k * v1
-            _scalar_stream(code, on_left, sv[so:so + n], a[ab] if on_left else b[bb],
-                           o[ob:ob + n])
+            xv = sv[so:so + n]
+            _buffered_stream(code, ONE_LEFT if on_left else ONE_RIGHT, xv, xv,
+                             a[ab] if on_left else b[bb], o[ob:ob + n])
             return used
     if (streams and v1 * o.itemsize >= STREAM_ROW_BYTES
             and ((asn == 0 and bsn == 1) or (bsn == 0 and asn == 1))):
@@ -1043,14 +1029,15 @@ def _binary_run(a, b, o, common, entries, idx, end):
         cv, co, csm = (a, ab, asm) if on_left else (b, bb, bsm)
         if not same_rows(sv, so, ssm, o, ob, osm):
             for r in range(k):
-                _scalar_stream(code, on_left, sv[so + r * ssm:so + r * ssm + v1],
-                               cv[co + r * csm], o[ob + r * osm:ob + r * osm + v1])
+                xv = sv[so + r * ssm:so + r * ssm + v1]
+                _buffered_stream(code, ONE_LEFT if on_left else ONE_RIGHT, xv, xv,
+                                 cv[co + r * csm], o[ob + r * osm:ob + r * osm + v1])
             return used
     if (streams and STREAMS_BUFFERED[code] and asn == 1 and bsn == 1
             and (k == 1 or (asm == v1 and bsm == v1 and osm == v1))
             and not same_element(a, ab, o, ob) and not same_element(b, bb, o, ob)):
         n = k * v1                   # rows that follow each other, by an op without a loop
-        _buffered_zip_stream(code, a[ab:ab + n], b[bb:bb + n], o[ob:ob + n])
+        _buffered_stream(code, ZIP_BOTH, a[ab:ab + n], b[bb:bb + n], a[ab], o[ob:ob + n])
         return used
     if (streaming and asn == 1 and bsn == 1
             and not same_rows(a, ab, asm, o, ob, osm) and not same_rows(b, bb, bsm, o, ob, osm)):

@@ -644,10 +644,11 @@ def test_one_value_per_row_streams_long_rows_one_by_one(stream_all, rows, extra,
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32"])
 @pytest.mark.parametrize("op, left", [("sub", True), ("sub", False), ("pow", False),
                                       ("mul", True)])
-def test_the_scalar_stream_computes_every_element(n, start, dtype, op, left):
-    """The driver's path itself (``elementwise._scalar_stream``), so that a change of table
-    or threshold cannot leave it untested: heads before the first line start, whole streamed
-    blocks, tails stored normally, on either side of the op; nothing else written."""
+def test_the_buffered_stream_by_one_value_computes_every_element(n, start, dtype, op, left):
+    """The driver's path itself (``elementwise._buffered_stream`` by one value), so that a
+    change of table or threshold cannot leave it untested: heads before the first line
+    start, whole streamed blocks, tails stored normally, on either side of the op; nothing
+    else written."""
     from dynshape_kernels.abi.storage import carrier
     from dynshape_kernels.abi.vocabulary import BINARY_OPS
     rng = np.random.default_rng(n + start)
@@ -663,8 +664,9 @@ def test_the_scalar_stream_computes_every_element(n, start, dtype, op, left):
     buf = np.full(start + n + 16, 9, dtype=dtype)
     out = buf[start:start + n]
     x.flags.writeable = False
-    elementwise._scalar_stream(np.int64(BINARY_OPS.index(op)), left, x.view(st_dt),
-                               c.view(st_dt)[()], out.view(st_dt))
+    mode = elementwise.ONE_LEFT if left else elementwise.ONE_RIGHT
+    elementwise._buffered_stream(np.int64(BINARY_OPS.index(op)), mode, x.view(st_dt),
+                                 x.view(st_dt), c.view(st_dt)[()], out.view(st_dt))
     np.testing.assert_array_equal(out, want)
     assert (buf[:start] == 9).all() and (buf[start + n:] == 9).all()
 
@@ -675,7 +677,7 @@ def test_the_scalar_stream_computes_every_element(n, start, dtype, op, left):
 def test_ops_without_a_streaming_loop_stream_through_a_buffer(rows, cols, start, dtype, op,
                                                              seed):
     """Two-array div, maximum and minimum over rows that follow each other stream through
-    a buffer (``elementwise._buffered_zip_stream``), pow stores normally: with the threshold
+    a buffer (``elementwise._buffered_stream``), pow stores normally: with the threshold
     at 0 every one gives the results of normal stores, and nothing outside the output is
     written."""
     if op == "div" and dtype.startswith("int"):
@@ -709,8 +711,9 @@ def test_ops_without_a_streaming_loop_stream_through_a_buffer(rows, cols, start,
 
 @pytest.mark.parametrize("n, start", [(4096, 0), (5000, 3), (777, 1), (64, 0), (20000, 13)])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32"])
-def test_the_buffered_zip_stream_computes_every_element(n, start, dtype):
-    """``elementwise._buffered_zip_stream`` itself: every element, nothing else written."""
+def test_the_buffered_stream_of_two_arrays_computes_every_element(n, start, dtype):
+    """``elementwise._buffered_stream`` of two arrays itself: every element, nothing else
+    written."""
     from dynshape_kernels.abi.storage import carrier
     from dynshape_kernels.abi.vocabulary import BINARY_OPS
     rng = np.random.default_rng(n + start)
@@ -719,8 +722,9 @@ def test_the_buffered_zip_stream_computes_every_element(n, start, dtype):
     buf = np.full(start + n + 16, 9, dtype=dtype)
     out = buf[start:start + n]
     a.flags.writeable = b.flags.writeable = False
-    elementwise._buffered_zip_stream(np.int64(BINARY_OPS.index("maximum")), a.view(st_dt),
-                                     b.view(st_dt), out.view(st_dt))
+    elementwise._buffered_stream(np.int64(BINARY_OPS.index("maximum")), elementwise.ZIP_BOTH,
+                                 a.view(st_dt), b.view(st_dt), a.view(st_dt)[0],
+                                 out.view(st_dt))
     np.testing.assert_array_equal(out, np.maximum(a, b))
     assert (buf[:start] == 9).all() and (buf[start + n:] == 9).all()
 
