@@ -208,7 +208,8 @@ def build_table(key, variant):
         from dynshape.planning.gpu_matmul import combine_blocks
         return MatmulTable.of(key.dtype, key.target, key.bucket, shape,
                               combine_blocks(*shape, key.dtype, key.target, variant))
-    comb = combine(*shape, key.dtype, a_k_contig, b_n_contig, key.threads, variant)
+    low = (key.bucket[0][0], key.bucket[1][0])       # priced over the bucket's M and N
+    comb = combine(*shape, key.dtype, a_k_contig, b_n_contig, key.threads, variant, low)
     return MatmulTable.of(key.dtype, key.target, key.bucket, shape, comb)
 
 

@@ -75,6 +75,10 @@ MATMUL_DOT_TAIL_MIN_K = 2
 #: the slot whose micro-kernel reads a k-contiguous A from its rows (B still packed) instead
 #: of packing A into micro-panels, for operands that are not half precision
 MATMUL_A_ROWS_SLOT = 0
+#: below this many multiply-adds (M*N*K*batches) the matmul driver runs every tile on the
+#: calling thread (``cpu.gemm``: waking the thread pool costs more than a second thread
+#: saves); the combination's cost model prices such calls on one thread
+MATMUL_SERIAL_MACS = 1 << 18
 
 
 def matmul_slots(dtype):

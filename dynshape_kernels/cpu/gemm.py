@@ -41,7 +41,7 @@ from numba import njit, prange, types
 
 from ..abi.step_program import MAX_SIDES
 from ..abi.tiles import (MATMUL_A_ROWS_SLOT, MATMUL_DOT_SLOT, MATMUL_INPLACE_SLOT, MATMUL_NSLOTS,
-                         MATMUL_SLOTS_F32, MATMUL_SLOTS_F64,
+                         MATMUL_SERIAL_MACS, MATMUL_SLOTS_F32, MATMUL_SLOTS_F64,
                          matmul_slots)
 from ..abi.storage import carrier, compute
 from .callee import callee
@@ -75,8 +75,8 @@ _BREUSE_MAX_ELEMS = 2 * 1024 * 1024
 #: below this many multiply-adds (M*N*K*batches) a call runs on the calling thread: waking
 #: the thread pool and joining it (~3 us) costs more than the second thread saves. Measured,
 #: float32, 1 thread / 2 threads: 8^3 4.4 / 7.5 us, 24x40x56 5.4 / 8.0, 48^3 6.3 / 10.2,
-#: 64^3 (262144) 10.1 / 10.0, 96^3 20.3 / 14.5
-SERIAL_MACS = 1 << 18
+#: 64^3 (262144) 10.1 / 10.0, 96^3 20.3 / 14.5 (``abi.tiles``: the cost model reads it too)
+SERIAL_MACS = MATMUL_SERIAL_MACS
 
 _slots_for = matmul_slots
 
