@@ -61,7 +61,8 @@ from .switches import (map_contig, zip_contig, zip_relu_period_stream, zip_rows,
                        zip_scalar_b)
 from .tile_copy import gather_tile, scatter_tile
 from ..abi.vocabulary import MAX, MEAN, RELU, SUM
-from .fused_tail import _partials, _reduce_block, _row_op, _store_sum, _sum_zero
+from .fused_tail import (JOIN_SCRATCH, _partials, _reduce_block, _row_op, _store_sum, _sum_zero,
+                         joined_rows)
 from .half import compute_empty, load, store
 from .reduce_runs import N_CHUNKS, chunk_start, nan_max, nan_min
 from ..abi.storage import carrier, compute
@@ -395,7 +396,9 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
     eps = np.float64(pattrs[fctl[F_EPS]])
     is_sum = code == SUM or code == MEAN
     rows_per_block = max(1, CHUNK // n) if n <= CHUNK else 1
-    ob = buf[max(CHUNK, n):] if tail == T_ROWWISE else buf     # the row op's output half
+    half = max(CHUNK, n)
+    ob = buf[half:2 * half] if tail == T_ROWWISE else buf     # the row op's output half
+    mv = buf[2 * half:] if tail == T_ROWWISE else buf         # joined rows' scratch
     i = 0
     while i < v0:
         nr = min(rows_per_block, v0 - i)
@@ -404,9 +407,10 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
             # no steps before the tail: the tail reads the rows of x in place
             xr = xb0 + r * xsm
             if tail == T_ROWWISE:
-                for k in range(nr):
-                    _row_op(code, x[xr + k * xsm:xr + k * xsm + n], ob[k * n:(k + 1) * n],
-                            eps)
+                if xsm != n or not joined_rows(code, x, xr, ob, nr, n, mv):
+                    for k in range(nr):
+                        _row_op(code, x[xr + k * xsm:xr + k * xsm + n], ob[k * n:(k + 1) * n],
+                                eps)
                 apply_steps_range(prog, split, nsteps, pattrs, ob, 0, n, nr, n, r, 0, 0, sides,
                                   sgeo)
                 scatter_tile(o, ob0 + r * osm, osm, osn, nr, n, ob, n, np.int64(0))
@@ -434,8 +438,9 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
             # compile once for both (a writable source compiles their call trees again)
             src = readonly(buf)
             if tail == T_ROWWISE:
-                for k in range(nr):
-                    _row_op(code, src[k * n:(k + 1) * n], ob[k * n:(k + 1) * n], eps)
+                if not joined_rows(code, src, np.int64(0), ob, nr, n, mv):
+                    for k in range(nr):
+                        _row_op(code, src[k * n:(k + 1) * n], ob[k * n:(k + 1) * n], eps)
                 apply_steps_range(prog, split, nsteps, pattrs, ob, 0, n, nr, n, r, 0, 0, sides,
                                   sgeo)
                 scatter_tile(o, ob0 + r * osm, osm, osn, nr, n, ob, n, np.int64(0))
@@ -539,7 +544,8 @@ def _chunk(x, o, oi_out, of_out, common, entries, prog, pattrs, fctl, sides, c, 
     elif tail == T_NONE or tail == T_REDUCE_ALL:
         size = fctl[F_T0] * fctl[F_T1]
     elif tail == T_ROWWISE:
-        size = 2 * max(CHUNK, common[C_N])      # the rows, and the row op's output
+        # the rows, the row op's output, the joined rows' scratch (fused_tail.joined_rows)
+        size = 2 * max(CHUNK, common[C_N]) + JOIN_SCRATCH
     else:
         size = CHUNK
     buf = np.empty(size, dtype=o.dtype)
