@@ -65,3 +65,14 @@ def test_refused_configurations_are_named():
                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 3, 3, 3])])
     with pytest.raises(ModelError, match=r"3-D MaxPool .*p3"):
         dynshape.load_onnx(m)
+
+
+def test_split_sizes_that_do_not_add_up_are_named():
+    """A Split whose ``split`` sizes do not cover the axis: the parts and the axis named (not
+    parts silently cut short or a remainder made up)."""
+    sizes = helper.make_tensor("s", TensorProto.INT64, [2], [1, 2])
+    m = _model([helper.make_node("Split", ["x", "s"], ["a", "b"], axis=1, name="sp")],
+               [_x()], [_x("a", ("n", 1)), _x("b", ("n", 2))], [sizes])
+    model = dynshape.load_onnx(m.SerializeToString())
+    with pytest.raises(ModelError, match=r"sizes \[1, 2\] do not add up to the 4 elements"):
+        model.run(None, {"x": np.zeros((3, 4), np.float32)})
