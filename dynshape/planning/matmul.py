@@ -11,7 +11,8 @@ every tile to the real sizes (VARIABLE tails), so one table serves the whole buc
   the bucket; the table is the candidate whose worst ratio to the cheapest candidate at
   those points is smallest (:func:`choose`). The first buckets are wide in relative terms
   (M in 1..8 share a table): priced at the upper end only, a 1-row product ran on the
-  8-row skinny slot, computing 8 rows, where the in-place slot is twice as fast.
+  8-row skinny slot, computing 8 rows (1 x 64 @ 64 x 128 float32: 3.9 us in the driver
+  against the in-place slot's 2.3).
 
 The cost model prices a tile by its padded micro-tile FLOPs at the slot's measured rate, a
 cost per micro-kernel call (its accumulators loaded and stored per K block), its packing
@@ -33,12 +34,14 @@ from dynshape.planning.matmul_tiles import (_balanced, _thread_balanced, choose_
 
 # The constants were fitted (least squares on log time) to the driver times of every
 # candidate tiling at 238 float32 shapes (M 1..1024, N 10..3072, K 64..1024; 2 threads;
-# an Intel AVX-512 host), each candidate timed in three alternating rounds. Over those
-# shapes the table chosen ran 1.10x the fastest candidate's time on geometric mean
-# (worst 3.4x, 47 shapes over 1.15x) with the former constants priced at the bucket's
-# upper end; 1.03x (worst 1.55x, 16 shapes) with these and the bucket-wide choice; on an
-# earlier, independent set of timings of the same shapes 1.13x -> 1.05x. float64's and the
-# half formats' constants are the former ones scaled by float32's changes (not fitted).
+# an Intel AVX-512 host), each candidate timed in three alternating rounds; the memory
+# term (MEM_NS_PER_BYTE) was set from two products after. Over those shapes the table
+# chosen ran 1.14x the fastest candidate's time on geometric mean (worst 3.4x, 60 shapes
+# over 1.15x) with the former model; 1.03x (worst 1.46x, 11 shapes) with this one and the
+# bucket-wide choice; on an earlier, independent set of timings of the same shapes
+# 1.17x -> 1.05x. float64's and the half formats' constants are the former ones scaled by
+# float32's changes (not fitted; over 72 float64 shapes, M 1..256, N 10..768, K 64..768:
+# 1.25x -> 1.04x, worst 2.3x -> 1.34x).
 # GFLOP/s of each slot's micro-kernel on whole padded micro-tiles
 SLOT_GFLOPS = {"float32": (187.0, 167.0, 72.0, 143.0, 91.0),
                "float64": (97.0, 86.0, 36.0, 65.0, 50.0)}
@@ -156,9 +159,10 @@ def cost(M, N, K, batch, dtype, slot, tm, tn, nthreads, a_k_contiguous=True,
 
 
 def choose(cands, points, batch, dtype, nthreads, a_k_contiguous, b_n_contiguous):
-    """``(worst ratio, candidate)``: the candidate whose largest ratio of its cost to the
-    cheapest candidate's, over the problem sizes ``points`` ((M, N, K) the table serves),
-    is smallest. One point: the cheapest candidate there."""
+    """``(worst ratio, candidate, its cost at the last point)``: the candidate whose largest
+    ratio of its cost to the cheapest candidate's, over the problem sizes ``points`` ((M, N,
+    K) the table serves, the upper end last), is smallest; ties go to the cheaper at the
+    last point. One point: the cheapest candidate there."""
     priced = [[cost(M, N, K, batch, dtype, *c, nthreads, a_k_contiguous, b_n_contiguous)
                for M, N, K in points] for c in cands]
     best = [min(p[i] for p in priced) for i in range(len(points))]

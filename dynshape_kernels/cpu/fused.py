@@ -396,9 +396,9 @@ def _row_tile(x, o, oi_out, of_out, common, prog, pattrs, fctl, sides, sgeo, buf
     eps = np.float64(pattrs[fctl[F_EPS]])
     is_sum = code == SUM or code == MEAN
     rows_per_block = max(1, CHUNK // n) if n <= CHUNK else 1
-    half = max(CHUNK, n)
-    ob = buf[half:2 * half] if tail == T_ROWWISE else buf     # the row op's output half
-    mv = buf[2 * half:] if tail == T_ROWWISE else buf         # joined rows' scratch
+    part = max(CHUNK, n)
+    ob = buf[part:2 * part] if tail == T_ROWWISE else buf     # the row op's output part
+    mv = buf[2 * part:] if tail == T_ROWWISE else buf         # joined rows' scratch
     i = 0
     while i < v0:
         nr = min(rows_per_block, v0 - i)

@@ -23,7 +23,8 @@ def joined_rows(code, src, ps, ob, nr, n, mv):
     (``rowwise._softmax_joined``: one exp loop over a group of rows, ``mv`` its scratch of
     JOIN_SCRATCH elements); returns False, computing nothing, for another op, rows longer
     than ``rowwise.JOIN_ROW`` or rows not of float32 / float64. Row by row (``_row_op``) a
-    fused div + softmax over 1000 x 16 float32 took 280 us against softmax's own 41."""
+    fused div + softmax over 1000 x 16 float32 took 182-188 us, in groups 33 (2 threads;
+    softmax alone 19-21)."""
 
 
 @overload(joined_rows)
