@@ -64,7 +64,7 @@ from ..abi.vocabulary import MAX, MEAN, RELU, SUM
 from .fused_tail import (JOIN_SCRATCH, _partials, _reduce_block, _row_op, _store_sum, _sum_zero,
                          joined_rows)
 from .half import compute_empty, load, store
-from .reduce_runs import N_CHUNKS, chunk_start, nan_max, nan_min
+from .reduce_runs import N_CHUNKS, SERIAL_ROW_READS, chunk_start, nan_max, nan_min
 from ..abi.storage import carrier, compute
 from .step_link import STEPS
 from .address_link import Link
@@ -588,7 +588,10 @@ def fused_driver(x, o, oi, of, common, entries, prog, pattrs, fctl, sides):
     psum = _partials(x, np_)
     pext = compute_empty(o, np_)
     pvalid = zeros(np_, np.uint8)     # (np.zeros here would be a parallel loop: serial_zeros)
-    if common[C_M] * common[C_N] * common[C_NOUTER] < SERIAL_ELEMENTS:
+    # a row-wise tail's elements cost as the row-wise driver's do: its crossover to 2 threads
+    # (fused div + softmax over 1000 x 16 float32 ran 35 us on 1 thread, 2 on both)
+    serial = SERIAL_ROW_READS if fctl[F_TAIL] == T_ROWWISE else SERIAL_ELEMENTS
+    if common[C_M] * common[C_N] * common[C_NOUTER] < serial:
         # int64 chunk numbers throughout: literal ones would compile _chunk a second time
         chunk((x, o, oi, of, common, entries, prog, pattrs, fctl, sides, np.int64(0),
                np.int64(1), total, total, psum, pext, pvalid))

@@ -232,6 +232,25 @@ def test_short_softmax_rows_in_groups_equal_the_ops_one_by_one(dtype, op, rows, 
     np.testing.assert_allclose(got, reference(steps, x, {}), **TOL[dtype])
 
 
+@pytest.mark.parametrize("below", [True, False])
+@pytest.mark.parametrize("tail", ["softmax", "layer_norm"])
+def test_row_wise_chains_on_either_side_of_the_serial_threshold_are_right(below, tail):
+    """A chain with a row-wise tail goes to the threads from the row-wise driver's crossover
+    (SERIAL_ROW_READS elements, not the elementwise SERIAL_ELEMENTS): on either side every
+    row is computed, once, as the ops one by one compute it."""
+    from dynshape_kernels.cpu.elementwise import SERIAL_ELEMENTS
+    from dynshape_kernels.cpu.reduce_runs import SERIAL_ROW_READS
+    assert SERIAL_ROW_READS < SERIAL_ELEMENTS
+    n = 24
+    rows = SERIAL_ROW_READS // n + (-3 if below else 3)
+    assert (rows * n < SERIAL_ROW_READS) == below
+    x = np.random.default_rng(rows).standard_normal((rows, n)).astype(np.float32)
+    got = dynshape.fuse([("mul", 0.5), tail])(x)
+    ref = dynshape.run(tail, dynshape.run("mul", x, 0.5), **({"axis": -1} if tail == "softmax"
+                                                             else {}))
+    np.testing.assert_allclose(got, ref, rtol=2e-6, atol=1e-6)
+
+
 @given(cases(dtypes=("float16", "bfloat16")))
 @settings(max_examples=80)
 def test_half_precision_chains_equal_their_ops_one_by_one(case):
