@@ -17,9 +17,10 @@ from .reduce_runs import _ext_run, _store_sum, _sum_run, _sum_zero, nan_max, nan
 JOIN_SCRATCH = rowwise.JOIN_ELEMENTS
 
 
-def joined_rows(code, src, ps, ob, nr, n, mv):
+def joined_rows(code, src, ps, ob, po, nr, n, mv):
     """Softmax or log_softmax (``code``) of ``nr`` rows of ``n`` elements that follow each
-    other in ``src`` (from ``ps``) into ``ob`` (from 0), in the row-wise driver's groups
+    other in ``src`` (from ``ps``) into ``ob`` (from ``po``; disjoint from them), in the
+    row-wise driver's groups
     (``rowwise._softmax_joined``: one exp loop over a group of rows, ``mv`` its scratch of
     JOIN_SCRATCH elements); returns False, computing nothing, for another op, rows longer
     than ``rowwise.JOIN_ROW`` or rows not of float32 / float64. Row by row (``_row_op``) a
@@ -28,16 +29,17 @@ def joined_rows(code, src, ps, ob, nr, n, mv):
 
 
 @overload(joined_rows)
-def _joined_rows_impl(code, src, ps, ob, nr, n, mv):
+def _joined_rows_impl(code, src, ps, ob, po, nr, n, mv):
     if not isinstance(src.dtype, types.Float):
-        return lambda code, src, ps, ob, nr, n, mv: False
+        return lambda code, src, ps, ob, po, nr, n, mv: False
 
-    def impl(code, src, ps, ob, nr, n, mv):
+    def impl(code, src, ps, ob, po, nr, n, mv):
         if (code != SOFTMAX and code != LOG_SOFTMAX) or n > rowwise.JOIN_ROW:
             return False
         per = max(1, rowwise.JOIN_ELEMENTS // n)
         for j in range(0, nr, per):
-            rowwise._softmax_joined(code, src, ob, ps + j * n, j * n, min(per, nr - j), n, mv)
+            rowwise._softmax_joined(code, src, ob, ps + j * n, po + j * n, min(per, nr - j), n,
+                                    mv)
         return True
     return impl
 
