@@ -122,14 +122,20 @@ def flat_view(a):
             a = a.view(c)
     if a.flags.c_contiguous:
         return a.reshape(-1), 0
+    lo, hi, flip = _span(a)
+    buf = np.lib.stride_tricks.as_strided(a[flip], shape=(hi - lo + 1,), strides=(a.itemsize,),
+                                          writeable=a.flags.writeable)
+    return buf, -lo
+
+
+def _span(a):
+    """``(lo, hi, flip)``: the lowest and highest element offsets of ``a``'s items from
+    ``a[0, ..., 0]`` (strides multiples of the item size), and the slices reversing its
+    axes of negative stride (``a[flip]`` starts at the lowest address)."""
     st = element_strides(a)
     lo = sum(s * (n - 1) for s, n in zip(st, a.shape) if s < 0)
     hi = sum(s * (n - 1) for s, n in zip(st, a.shape) if s > 0)
-    flip = tuple(slice(None, None, -1) if s < 0 else slice(None) for s in st)
-    start = a[flip]
-    buf = np.lib.stride_tricks.as_strided(start, shape=(hi - lo + 1,), strides=(a.itemsize,),
-                                          writeable=a.flags.writeable)
-    return buf, -lo
+    return lo, hi, tuple(slice(None, None, -1) if s < 0 else slice(None) for s in st)
 
 
 def flat_buffer(a):
@@ -164,27 +170,25 @@ def flattener(a):
     if any(s < 0 for s in st):
         flip = tuple(slice(None, None, -1) if s < 0 else slice(None) for s in st)
         if not a[flip].transpose(perm).flags.c_contiguous:
-            return _spanning(a, flip)
+            return _spanning(a)
         return lambda b: b[flip].transpose(perm).ravel()
     if not a.transpose(perm).flags.c_contiguous:
-        return _spanning(a, None)
+        return _spanning(a)
     return lambda b: b.transpose(perm).ravel()
 
 
-def _spanning(a, flip):
+def _spanning(a):
     """``flat_view(b)[0]`` for arrays ``b`` of ``a``'s layout with gaps between items (a
-    slice with a step, one of the parts of a split): its span and first item computed once
-    for the layout, only ``as_strided`` per call. ``flip``: the slices reversing the axes of
-    negative stride (None: none). flat_view's span arithmetic took 5.6 us of an attention
-    product's replay (a 1 x 4 x 16 x 8 part of a (1, 16, 3, 4, 8) projection), this 2.2."""
+    slice with a step, one of the parts of a split): its span (:func:`_span`) computed once
+    for the layout, only ``as_strided`` per call. flat_view's span arithmetic took 5.6 us of
+    an attention product's replay (a 1 x 4 x 16 x 8 part of a (1, 16, 3, 4, 8) projection),
+    this 2.2."""
     if a.size == 0 or any(s % a.itemsize for s in a.strides):
         return flat_buffer
-    st = element_strides(a)
-    lo = sum(s * (n - 1) for s, n in zip(st, a.shape) if s < 0)
-    hi = sum(s * (n - 1) for s, n in zip(st, a.shape) if s > 0)
+    lo, hi, flip = _span(a)
     shape, strides = (hi - lo + 1,), (a.itemsize,)
     as_strided = np.lib.stride_tricks.as_strided
-    if flip is None:
+    if lo == 0:
         return lambda b: as_strided(b, shape=shape, strides=strides)
     return lambda b: as_strided(b[flip], shape=shape, strides=strides)
 
