@@ -41,7 +41,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .gemm_ukernel import (_vec_width, accumulator_phis, ir_basics, outer_product_step,
-                           prefetch_row)
+                           prefetch_row, register_blocks)
 
 
 def make_inplace_ukernel(MR, NV, window=False, full=False, pf_dist=0):
@@ -141,75 +141,79 @@ def make_inplace_ukernel(MR, NV, window=False, full=False, pf_dist=0):
                 '<', ir.Constant(ir.VectorType(i32, W), list(range(v * W, v * W + W))), nsplat)
                 for v in range(NV)]
             zero = ir.Constant(vty, None)
-
-            pre = builder.block
-            loop = builder.append_basic_block("ukin_loop")
-            after = builder.append_basic_block("ukin_after")
-            builder.branch(loop)
-            builder.position_at_end(loop)
-            it = builder.phi(i64)
-            it.add_incoming(c64(0), pre)
-            aoff = builder.phi(i64)      # k * acs
-            aoff.add_incoming(c64(0), pre)
-            if not window:
-                bp = builder.phi(b_p.type)
-                bp.add_incoming(b_p, pre)
-            accs = accumulator_phis(builder, vty, MR * NV, pre)
-            cur = list(accs)
-            if window:      # row k: its offset and its lanes' mask from the tables
-                bp = builder.gep(b_p, [builder.load(builder.gep(koff_p, [it]), align=8)],
-                                 inbounds=False)
-                # vector v's W mask bits are the v-th W-bit word of the little-endian int64:
-                # loaded straight into a mask register (no shifts)
-                if full:    # every lane inside: kmask is not read
-                    lmasks = masks
-                else:
-                    words = builder.bitcast(builder.gep(kmask_p, [it]),
-                                            ir.IntType(W).as_pointer())
-                    lmasks = [builder.bitcast(builder.load(builder.gep(words, [c64(v)]),
-                                                           align=W // 8), mty)
-                              for v in range(NV)]
-            else:
-                lmasks = masks
-            bv = [builder.call(mload, [builder.bitcast(builder.gep(bp, [c64(v * W)]), vpty),
-                                       ir.Constant(i32, eb), lmasks[v], zero])
-                  for v in range(NV)]
-            if pf_dist > 0:     # every line of row k + pf_dist
-                prefetch_row(builder, builder.gep(bp, [builder.mul(ldb, c64(pf_dist))],
-                                                  inbounds=False), NV * W * eb)
-            scalars = [builder.load(builder.gep(arows[r], [aoff]), align=eb) for r in range(MR)]
-            outer_product_step(builder, fma, vty, W, scalars, bv, cur)
-            itn = builder.add(it, c64(1))
-            endb = builder.block
-            it.add_incoming(itn, endb)
-            aoff.add_incoming(builder.add(aoff, acs), endb)
-            if not window:
-                bp.add_incoming(builder.gep(bp, [ldb]), endb)
-            for p, c in zip(accs, cur):
-                p.add_incoming(c, endb)
-            builder.cbranch(builder.icmp_signed('<', itn, kc), loop, after)
-
-            builder.position_at_end(after)
             mstore = cgutils.get_or_insert_function(
                 builder.module, ir.FunctionType(ir.VoidType(), [vty, vpty, i32, mty]),
                 "llvm.masked.store.v%df%d.p0" % (W, 64 if is64 else 32))
             isacc = builder.icmp_unsigned('!=', accf, c64(0))
-            for r in range(MR):
-                # rows past ``rows`` and lanes past ``ncols`` are neither read nor written
-                with builder.if_then(builder.icmp_signed('<', c64(r), rows)):
-                    rowp = builder.gep(cb_p, [builder.mul(ldc, c64(r))], inbounds=False)
-                    qs = [builder.bitcast(builder.gep(rowp, [c64(v * W)], inbounds=False), vpty)
-                          for v in range(NV)]
-                    vals = cur[r * NV:(r + 1) * NV]
-                    with builder.if_else(isacc) as (then, otherwise):
-                        with then:
-                            for v, (q, val) in enumerate(zip(qs, vals)):
-                                old = builder.call(mload, [q, ir.Constant(i32, eb), masks[v], zero])
-                                builder.call(mstore, [builder.fadd(old, val), q,
-                                                      ir.Constant(i32, eb), masks[v]])
-                        with otherwise:
-                            for v, (q, val) in enumerate(zip(qs, vals)):
-                                builder.call(mstore, [val, q, ir.Constant(i32, eb), masks[v]])
+
+            for brows, bvecs in register_blocks(MR, NV, spare=0 if full else 1):
+                pre = builder.block
+                loop = builder.append_basic_block("ukin_loop")
+                after = builder.append_basic_block("ukin_after")
+                builder.branch(loop)
+                builder.position_at_end(loop)
+                it = builder.phi(i64)
+                it.add_incoming(c64(0), pre)
+                aoff = builder.phi(i64)      # k * acs
+                aoff.add_incoming(c64(0), pre)
+                if not window:
+                    bp = builder.phi(b_p.type)
+                    bp.add_incoming(b_p, pre)
+                accs = accumulator_phis(builder, vty, len(brows) * len(bvecs), pre)
+                cur = list(accs)
+                if window:      # row k: its offset and its lanes' mask from the tables
+                    bp = builder.gep(b_p, [builder.load(builder.gep(koff_p, [it]), align=8)],
+                                     inbounds=False)
+                    # vector v's W mask bits are the v-th W-bit word of the little-endian
+                    # int64: loaded straight into a mask register (no shifts)
+                    if full:    # every lane inside: kmask is not read
+                        lmasks = [masks[v] for v in bvecs]
+                    else:
+                        words = builder.bitcast(builder.gep(kmask_p, [it]),
+                                                ir.IntType(W).as_pointer())
+                        lmasks = [builder.bitcast(builder.load(builder.gep(words, [c64(v)]),
+                                                               align=W // 8), mty)
+                                  for v in bvecs]
+                else:
+                    lmasks = [masks[v] for v in bvecs]
+                bv = [builder.call(mload, [builder.bitcast(builder.gep(bp, [c64(v * W)]), vpty),
+                                           ir.Constant(i32, eb), m, zero])
+                      for v, m in zip(bvecs, lmasks)]
+                if pf_dist > 0 and brows[0] == bvecs[0] == 0:  # row k + pf_dist, once
+                    prefetch_row(builder, builder.gep(bp, [builder.mul(ldb, c64(pf_dist))],
+                                                      inbounds=False), NV * W * eb)
+                scalars = [builder.load(builder.gep(arows[r], [aoff]), align=eb) for r in brows]
+                outer_product_step(builder, fma, vty, W, scalars, bv, cur)
+                itn = builder.add(it, c64(1))
+                endb = builder.block
+                it.add_incoming(itn, endb)
+                aoff.add_incoming(builder.add(aoff, acs), endb)
+                if not window:
+                    bp.add_incoming(builder.gep(bp, [ldb]), endb)
+                for p, c in zip(accs, cur):
+                    p.add_incoming(c, endb)
+                builder.cbranch(builder.icmp_signed('<', itn, kc), loop, after)
+
+                builder.position_at_end(after)
+                nb = len(bvecs)
+                for ri, r in enumerate(brows):
+                    # rows past ``rows`` and lanes past ``ncols`` are neither read nor written
+                    with builder.if_then(builder.icmp_signed('<', c64(r), rows)):
+                        rowp = builder.gep(cb_p, [builder.mul(ldc, c64(r))], inbounds=False)
+                        qs = [builder.bitcast(builder.gep(rowp, [c64(v * W)], inbounds=False),
+                                              vpty) for v in bvecs]
+                        vals = cur[ri * nb:(ri + 1) * nb]
+                        with builder.if_else(isacc) as (then, otherwise):
+                            with then:
+                                for v, q, val in zip(bvecs, qs, vals):
+                                    old = builder.call(mload, [q, ir.Constant(i32, eb),
+                                                               masks[v], zero])
+                                    builder.call(mstore, [builder.fadd(old, val), q,
+                                                          ir.Constant(i32, eb), masks[v]])
+                            with otherwise:
+                                for v, q, val in zip(bvecs, qs, vals):
+                                    builder.call(mstore, [val, q, ir.Constant(i32, eb),
+                                                          masks[v]])
             return context.get_dummy_value()
 
         return codegen

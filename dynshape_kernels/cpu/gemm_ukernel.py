@@ -31,11 +31,63 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-VEC_BYTES = 64  # AVX-512
+from .vector_width import target_has_avx512f
+
+VEC_BYTES = 64  # the kernels' vector: 512 bits, W = 16 float32 or 8 float64 lanes
+
+#: the target's vector registers: 32 of 64 bytes with AVX-512F, else (AVX2) 16 of 32 bytes,
+#: where LLVM splits each 64-byte vector of the kernels into two registers
+REG_BYTES, REG_COUNT = (64, 32) if target_has_avx512f() else (32, 16)
+#: registers a register block leaves free of accumulators: B's vectors, A's broadcast
+REG_SPARE = 4
 
 
 def _vec_width(dtype):
     return VEC_BYTES // (8 if dtype == types.float64 else 4)
+
+
+def register_blocks(rows, vecs, spare=0, a_vectors=False, reg_bytes=None, reg_count=None):
+    """How a micro-kernel's ``rows`` x ``vecs`` accumulators (64-byte vectors) are computed:
+    a list of register blocks ``(row indices, vector indices)``, each with its own k loop,
+    whose accumulators fit the target's registers (``REG_COUNT`` less ``REG_SPARE`` and
+    ``spare`` more per vector of the block, a lane mask). With AVX-512 every kernel of the
+    catalog is one block (the whole tile, as written). With AVX2 a 6 x 4 tile's 48 register
+    halves would spill at every k step; it runs as four 6 x 1 blocks (12 registers each,
+    the classic 6 x 16 AVX2 kernel), each re-reading A's panel from L1. Blocks are chosen
+    to minimise the cycles of a k step at two FMAs and two loads a cycle (an A broadcast is
+    a load), the taller block on ties (fewer reads of B); column blocks outermost, so a B
+    column block read in place is reused from L1 by the row blocks under it.
+    ``a_vectors``: the inner-product kernel's form, A's rows loaded as vectors (one per row
+    of the block, held across the step) where the outer-product kernels broadcast scalars.
+    ``reg_bytes``/``reg_count``: another target's registers (default this one's)."""
+    per = max(1, VEC_BYTES // (reg_bytes or REG_BYTES))
+    budget = (reg_count or REG_COUNT) - REG_SPARE
+
+    def fits(rb, vb):
+        return ((rb + spare) * vb + (rb if a_vectors else 0)) * per <= budget
+
+    def loads(r, v):
+        return (r + v) * per if a_vectors else r + v * per
+
+    if fits(rows, vecs):
+        return [(tuple(range(rows)), tuple(range(vecs)))]
+    best = None
+    for rb in range(1, rows + 1):
+        for vb in range(1, vecs + 1):
+            if not fits(rb, vb):
+                continue
+            cycles = sum(max(r * v * per, loads(r, v))
+                         for r in (min(rb, rows - r0) for r0 in range(0, rows, rb))
+                         for v in (min(vb, vecs - v0) for v0 in range(0, vecs, vb)))
+            key = (cycles, -rb, -vb)
+            if best is None or key < best[0]:
+                best = (key, rb, vb)
+    if best is None:
+        raise ValueError(f"register_blocks: no block of a {rows} x {vecs} tile fits "
+                         f"{reg_count or REG_COUNT} registers with {spare} spare per vector")
+    _, rb, vb = best
+    return [(tuple(range(r0, min(rows, r0 + rb))), tuple(range(v0, min(vecs, v0 + vb))))
+            for v0 in range(0, vecs, vb) for r0 in range(0, rows, rb)]
 
 
 def ir_basics(context, builder, sig, is64, W):
@@ -113,7 +165,6 @@ def make_ukernel(cfg32, cfg64, pf_dist=0):
         is64 = dt == types.float64
         MR, NV = cfg64 if is64 else cfg32
         W = _vec_width(dt)
-        NR = NV * W
         i64t = types.int64
         sig = types.void(i64t, pa, i64t, pb, i64t, i64t, cb, i64t, i64t, i64t)
 
@@ -125,55 +176,57 @@ def make_ukernel(cfg32, cfg64, pf_dist=0):
             pa_p = builder.gep(data(1, pa_v), [pa_off], inbounds=True)
             pb_p = builder.gep(data(3, pb_v), [pb_off], inbounds=True)
             cb_p = builder.gep(data(6, cb_v), [cb_off], inbounds=True)
-            pre = builder.block
-            loop = builder.append_basic_block("uk_loop")
-            after = builder.append_basic_block("uk_after")
-            builder.branch(loop)
-            builder.position_at_end(loop)
-            it = builder.phi(i64)
-            it.add_incoming(c64(0), pre)
-            pap = builder.phi(pa_p.type)
-            pap.add_incoming(pa_p, pre)
-            pbp = builder.phi(pb_p.type)
-            pbp.add_incoming(pb_p, pre)
-            accs = accumulator_phis(builder, vty, MR * NV, pre)
-            cur = list(accs)
-            bv = []
-            for v in range(NV):
-                q = builder.gep(pbp, [c64(v * W)], inbounds=True)
-                bv.append(builder.load(builder.bitcast(q, vpty), align=eb))
-            scalars = [builder.load(builder.gep(pap, [c64(r)], inbounds=True), align=eb)
-                       for r in range(MR)]
-            outer_product_step(builder, fma, vty, W, scalars, bv, cur)
-            if pf_dist > 0:
-                prefetch_row(builder, builder.gep(pbp, [builder.mul(ldb, c64(pf_dist))],
-                                                  inbounds=False), NR * eb)
-            itn = builder.add(it, c64(1))
-            papn = builder.gep(pap, [c64(MR)], inbounds=True)
-            pbpn = builder.gep(pbp, [ldb], inbounds=True)
-            endb = builder.block
-            it.add_incoming(itn, endb)
-            pap.add_incoming(papn, endb)
-            pbp.add_incoming(pbpn, endb)
-            for p, c in zip(accs, cur):
-                p.add_incoming(c, endb)
-            builder.cbranch(builder.icmp_signed('<', itn, kc), loop, after)
-
-            builder.position_at_end(after)
             isacc = builder.icmp_unsigned('!=', accf, c64(0))
-            ptrs = []
-            for r in range(MR):
-                rowp = builder.gep(cb_p, [builder.mul(ldc, c64(r))], inbounds=True)
-                for v in range(NV):
-                    ptrs.append(builder.bitcast(builder.gep(rowp, [c64(v * W)], inbounds=True), vpty))
-            with builder.if_else(isacc) as (then, otherwise):
-                with then:
-                    for q, val in zip(ptrs, cur):
-                        old = builder.load(q, align=eb)
-                        builder.store(builder.fadd(old, val), q, align=eb)
-                with otherwise:
-                    for q, val in zip(ptrs, cur):
-                        builder.store(val, q, align=eb)
+            for rows, vecs in register_blocks(MR, NV):
+                pre = builder.block
+                loop = builder.append_basic_block("uk_loop")
+                after = builder.append_basic_block("uk_after")
+                builder.branch(loop)
+                builder.position_at_end(loop)
+                it = builder.phi(i64)
+                it.add_incoming(c64(0), pre)
+                pap = builder.phi(pa_p.type)
+                pap.add_incoming(pa_p, pre)
+                pbp = builder.phi(pb_p.type)
+                pbp.add_incoming(pb_p, pre)
+                accs = accumulator_phis(builder, vty, len(rows) * len(vecs), pre)
+                cur = list(accs)
+                bv = []
+                for v in vecs:
+                    q = builder.gep(pbp, [c64(v * W)], inbounds=True)
+                    bv.append(builder.load(builder.bitcast(q, vpty), align=eb))
+                scalars = [builder.load(builder.gep(pap, [c64(r)], inbounds=True), align=eb)
+                           for r in rows]
+                outer_product_step(builder, fma, vty, W, scalars, bv, cur)
+                if pf_dist > 0 and rows[0] == vecs[0] == 0:   # row k + pf_dist, once
+                    prefetch_row(builder, builder.gep(pbp, [builder.mul(ldb, c64(pf_dist))],
+                                                      inbounds=False), NV * W * eb)
+                itn = builder.add(it, c64(1))
+                papn = builder.gep(pap, [c64(MR)], inbounds=True)
+                pbpn = builder.gep(pbp, [ldb], inbounds=True)
+                endb = builder.block
+                it.add_incoming(itn, endb)
+                pap.add_incoming(papn, endb)
+                pbp.add_incoming(pbpn, endb)
+                for p, c in zip(accs, cur):
+                    p.add_incoming(c, endb)
+                builder.cbranch(builder.icmp_signed('<', itn, kc), loop, after)
+
+                builder.position_at_end(after)
+                ptrs = []
+                for r in rows:
+                    rowp = builder.gep(cb_p, [builder.mul(ldc, c64(r))], inbounds=True)
+                    for v in vecs:
+                        ptrs.append(builder.bitcast(builder.gep(rowp, [c64(v * W)],
+                                                                inbounds=True), vpty))
+                with builder.if_else(isacc) as (then, otherwise):
+                    with then:
+                        for q, val in zip(ptrs, cur):
+                            old = builder.load(q, align=eb)
+                            builder.store(builder.fadd(old, val), q, align=eb)
+                    with otherwise:
+                        for q, val in zip(ptrs, cur):
+                            builder.store(val, q, align=eb)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -253,35 +306,7 @@ def make_dot_ukernel(MR, NR):
             brow = [builder.gep(pb_p, [builder.mul(ldb, c64(j))], inbounds=True) for j in range(NR)]
             zero = ir.Constant(vty, None)
             niter = builder.sdiv(kc, c64(W))
-            pre = builder.block
-            loop = builder.append_basic_block("ukd_loop")
-            after = builder.append_basic_block("ukd_after")
-            builder.cbranch(builder.icmp_signed('>', niter, c64(0)), loop, after)
-            builder.position_at_end(loop)
-            it = builder.phi(i64)
-            it.add_incoming(c64(0), pre)
-            accs = accumulator_phis(builder, vty, MR * NR, pre)
-            koff = builder.mul(it, c64(W))
-            av = [builder.load(builder.bitcast(builder.gep(arow[r], [koff], inbounds=True), vpty), align=eb)
-                  for r in range(MR)]
-            cur = list(accs)
-            for j in range(NR):
-                bv = builder.load(builder.bitcast(builder.gep(brow[j], [koff], inbounds=True), vpty), align=eb)
-                for r in range(MR):
-                    cur[r * NR + j] = builder.call(fma, [av[r], bv, cur[r * NR + j]])
-            itn = builder.add(it, c64(1))
-            endb = builder.block
-            it.add_incoming(itn, endb)
-            for p, c in zip(accs, cur):
-                p.add_incoming(c, endb)
-            builder.cbranch(builder.icmp_signed('<', itn, niter), loop, after)
-            builder.position_at_end(after)
-            fin = []
-            for idx in range(MR * NR):
-                p = builder.phi(vty)
-                p.add_incoming(zero, pre)
-                p.add_incoming(cur[idx], endb)
-                fin.append(p)
+            isacc = builder.icmp_unsigned('!=', accf, c64(0))
 
             def hsum(v):
                 n = W
@@ -293,20 +318,52 @@ def make_dot_ukernel(MR, NR):
                     n = h
                 return builder.extract_element(v, ir.Constant(i32, 0))
 
-            sums = [hsum(v) for v in fin]
-            isacc = builder.icmp_unsigned('!=', accf, c64(0))
-            ptrs = []
-            for r in range(MR):
-                rowp = builder.gep(cb_p, [builder.mul(ldc, c64(r))], inbounds=True)
-                for j in range(NR):
-                    ptrs.append(builder.gep(rowp, [c64(j)], inbounds=True))
-            with builder.if_else(isacc) as (then, otherwise):
-                with then:
-                    for q, val in zip(ptrs, sums):
-                        builder.store(builder.fadd(builder.load(q, align=eb), val), q, align=eb)
-                with otherwise:
-                    for q, val in zip(ptrs, sums):
-                        builder.store(val, q, align=eb)
+            for rows, cols in register_blocks(MR, NR, a_vectors=True):
+                pre = builder.block
+                loop = builder.append_basic_block("ukd_loop")
+                after = builder.append_basic_block("ukd_after")
+                builder.cbranch(builder.icmp_signed('>', niter, c64(0)), loop, after)
+                builder.position_at_end(loop)
+                it = builder.phi(i64)
+                it.add_incoming(c64(0), pre)
+                accs = accumulator_phis(builder, vty, len(rows) * len(cols), pre)
+                koff = builder.mul(it, c64(W))
+                av = [builder.load(builder.bitcast(builder.gep(arow[r], [koff], inbounds=True),
+                                                   vpty), align=eb) for r in rows]
+                cur = list(accs)
+                nc = len(cols)
+                for jj, j in enumerate(cols):
+                    bv = builder.load(builder.bitcast(builder.gep(brow[j], [koff], inbounds=True),
+                                                      vpty), align=eb)
+                    for ri in range(len(rows)):
+                        cur[ri * nc + jj] = builder.call(fma, [av[ri], bv, cur[ri * nc + jj]])
+                itn = builder.add(it, c64(1))
+                endb = builder.block
+                it.add_incoming(itn, endb)
+                for p, c in zip(accs, cur):
+                    p.add_incoming(c, endb)
+                builder.cbranch(builder.icmp_signed('<', itn, niter), loop, after)
+                builder.position_at_end(after)
+                fin = []
+                for idx in range(len(rows) * nc):
+                    p = builder.phi(vty)
+                    p.add_incoming(zero, pre)
+                    p.add_incoming(cur[idx], endb)
+                    fin.append(p)
+                sums = [hsum(v) for v in fin]
+                ptrs = []
+                for r in rows:
+                    rowp = builder.gep(cb_p, [builder.mul(ldc, c64(r))], inbounds=True)
+                    for j in cols:
+                        ptrs.append(builder.gep(rowp, [c64(j)], inbounds=True))
+                with builder.if_else(isacc) as (then, otherwise):
+                    with then:
+                        for q, val in zip(ptrs, sums):
+                            builder.store(builder.fadd(builder.load(q, align=eb), val), q,
+                                          align=eb)
+                    with otherwise:
+                        for q, val in zip(ptrs, sums):
+                            builder.store(val, q, align=eb)
             return context.get_dummy_value()
 
         return sig, codegen
