@@ -29,6 +29,8 @@ from dynshape_kernels.abi.tiles import (MATMUL_A_ROWS_SLOT as A_ROWS_SLOT,
                                         MATMUL_NSLOTS as NSLOTS, MATMUL_SERIAL_MACS,
                                         matmul_slots as _slots_for)
 
+from dynshape_kernels.cpu.vector_width import target_has_avx512f
+
 from dynshape.planning.matmul_tiles import (_balanced, _thread_balanced, choose_slot,
                                             make_gemm_table)
 
@@ -45,6 +47,16 @@ from dynshape.planning.matmul_tiles import (_balanced, _thread_balanced, choose_
 # GFLOP/s of each slot's micro-kernel on whole padded micro-tiles
 SLOT_GFLOPS = {"float32": (187.0, 167.0, 72.0, 143.0, 91.0),
                "float64": (97.0, 86.0, 36.0, 65.0, 50.0)}
+#: Without AVX-512 the micro-kernels run in register blocks (``cpu.gemm_ukernel``), all but
+#: the skinny-M slot's (3), which reads B in place as one block and spills its accumulators:
+#: one thread, panels in L1, AMD Zen 3 (AVX2): 30 GFLOP/s against 88 for slot 0's kernel,
+#: where the rates above have 143 against 187. Its rate is scaled by that ratio while B fits
+#: in the last-level cache (SKINNY_STREAM_BYTES); past it the pass is bound by memory and
+#: the spills are hidden. Measured, float32, 2 threads, of NumPy's time: 1 x 768 @ 768 x 3072
+#: (9.4 MB of B) on slot 3 0.20-0.21, on slot 1 0.65-0.66; 8 x 4096 @ 4096 x 4096 (64 MB)
+#: on slot 3 0.70-0.77, on slot 1 0.59-0.62.
+SKINNY_UNBLOCKED_SCALE = 1.0 if target_has_avx512f() else (30.0 / 88.0) / (143.0 / 187.0)
+SKINNY_STREAM_BYTES = 16 << 20
 # half precision runs the float32 micro-kernels on operands widened while packing
 SLOT_GFLOPS["float16"] = SLOT_GFLOPS["bfloat16"] = SLOT_GFLOPS["float32"]
 PACK_NS = {"float32": 0.10, "float64": 0.13, "float16": 0.12, "bfloat16": 0.12}  # per element
@@ -117,6 +129,8 @@ def cost(M, N, K, batch, dtype, slot, tm, tn, nthreads, a_k_contiguous=True,
     rate = SLOT_GFLOPS[dtype][slot]
     pack = PACK_NS[dtype]
     name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    if slot == 3 and K * N * ITEMSIZE[name] <= SKINNY_STREAM_BYTES:
+        rate *= SKINNY_UNBLOCKED_SCALE
     read = READ_NS_PER_BYTE * ITEMSIZE[name]
     full = name in ("float32", "float64")     # not half precision (always packed)
     inplace = slot == INPLACE_SLOT and b_n_contiguous and full

@@ -44,6 +44,11 @@ from .gemm_ukernel import (_vec_width, accumulator_phis, ir_basics, outer_produc
                            prefetch_row, register_blocks)
 
 
+#: rows of the plain form's register blocks when its tile is split (AVX2): blocks past the
+#: call's valid rows are skipped, so a 1-row product (a GEMV) computes 2 of MR rows
+SKIP_ROWS = 2
+
+
 def make_inplace_ukernel(MR, NV, window=False, full=False, pf_dist=0):
     """The in-place micro-kernel with ``MR`` rows and ``NV`` vectors (both dtypes); its
     window form when ``window``. ``full``: B's rows are whole (``ncols`` is NR, which the
@@ -146,7 +151,7 @@ def make_inplace_ukernel(MR, NV, window=False, full=False, pf_dist=0):
                 "llvm.masked.store.v%df%d.p0" % (W, 64 if is64 else 32))
             isacc = builder.icmp_unsigned('!=', accf, c64(0))
 
-            for brows, bvecs in register_blocks(MR, NV, spare=0 if full else 1):
+            def block(brows, bvecs):
                 pre = builder.block
                 loop = builder.append_basic_block("ukin_loop")
                 after = builder.append_basic_block("ukin_after")
@@ -214,6 +219,15 @@ def make_inplace_ukernel(MR, NV, window=False, full=False, pf_dist=0):
                                 for v, q, val in zip(bvecs, qs, vals):
                                     builder.call(mstore, [val, q, ir.Constant(i32, eb),
                                                           masks[v]])
+
+            blocks = register_blocks(MR, NV, spare=0 if full else 1,
+                                     max_rows=None if window else SKIP_ROWS)
+            for brows, bvecs in blocks:
+                if brows[0] > 0 and len(blocks) > 1:    # past the valid rows: skipped
+                    with builder.if_then(builder.icmp_signed('>', rows, c64(brows[0]))):
+                        block(brows, bvecs)
+                else:
+                    block(brows, bvecs)
             return context.get_dummy_value()
 
         return codegen

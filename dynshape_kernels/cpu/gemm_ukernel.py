@@ -38,19 +38,31 @@ VEC_BYTES = 64  # the kernels' vector: 512 bits, W = 16 float32 or 8 float64 lan
 #: the target's vector registers: 32 of 64 bytes with AVX-512F, else (AVX2) 16 of 32 bytes,
 #: where LLVM splits each 64-byte vector of the kernels into two registers
 REG_BYTES, REG_COUNT = (64, 32) if target_has_avx512f() else (32, 16)
-#: registers a register block leaves free of accumulators: B's vectors, A's broadcast
-REG_SPARE = 4
+
+
+def block_registers(rb, vb, spare=0, a_vectors=False, per=None):
+    """Vector registers a register block of ``rb`` rows x ``vb`` vectors holds in a k step:
+    its accumulators, and B's ``vb`` vectors and one broadcast of A (the outer-product
+    kernels) or A's ``rb`` row vectors and one of B (``a_vectors``: the inner-product
+    kernel); ``spare`` lane masks per vector where masks live in vector registers (no mask
+    registers: a target without AVX-512). ``per``: registers per 64-byte vector."""
+    per = per or max(1, VEC_BYTES // REG_BYTES)
+    masks = spare * vb * per if per > 1 else 0
+    if a_vectors:
+        return (rb * vb + rb + 1) * per + masks
+    return (rb * vb + vb) * per + 1 + masks
 
 
 def _vec_width(dtype):
     return VEC_BYTES // (8 if dtype == types.float64 else 4)
 
 
-def register_blocks(rows, vecs, spare=0, a_vectors=False, reg_bytes=None, reg_count=None):
+def register_blocks(rows, vecs, spare=0, a_vectors=False, max_rows=None, reg_bytes=None,
+                    reg_count=None):
     """How a micro-kernel's ``rows`` x ``vecs`` accumulators (64-byte vectors) are computed:
     a list of register blocks ``(row indices, vector indices)``, each with its own k loop,
-    whose accumulators fit the target's registers (``REG_COUNT`` less ``REG_SPARE`` and
-    ``spare`` more per vector of the block, a lane mask). With AVX-512 every kernel of the
+    whose registers fit the target's (``block_registers``; ``spare`` lane masks per
+    vector). With AVX-512 every kernel of the
     catalog is one block (the whole tile, as written). With AVX2 a 6 x 4 tile's 48 register
     halves would spill at every k step; it runs as four 6 x 1 blocks (12 registers each,
     the classic 6 x 16 AVX2 kernel), each re-reading A's panel from L1. Blocks are chosen
@@ -59,12 +71,14 @@ def register_blocks(rows, vecs, spare=0, a_vectors=False, reg_bytes=None, reg_co
     column block read in place is reused from L1 by the row blocks under it.
     ``a_vectors``: the inner-product kernel's form, A's rows loaded as vectors (one per row
     of the block, held across the step) where the outer-product kernels broadcast scalars.
+    ``max_rows``: when the tile is split, blocks of at most that many rows (a kernel that
+    skips the blocks past its valid rows: a 1-row product computes one block, not MR rows).
     ``reg_bytes``/``reg_count``: another target's registers (default this one's)."""
     per = max(1, VEC_BYTES // (reg_bytes or REG_BYTES))
-    budget = (reg_count or REG_COUNT) - REG_SPARE
+    budget = reg_count or REG_COUNT
 
     def fits(rb, vb):
-        return ((rb + spare) * vb + (rb if a_vectors else 0)) * per <= budget
+        return block_registers(rb, vb, spare, a_vectors, per) <= budget
 
     def loads(r, v):
         return (r + v) * per if a_vectors else r + v * per
@@ -72,7 +86,7 @@ def register_blocks(rows, vecs, spare=0, a_vectors=False, reg_bytes=None, reg_co
     if fits(rows, vecs):
         return [(tuple(range(rows)), tuple(range(vecs)))]
     best = None
-    for rb in range(1, rows + 1):
+    for rb in range(1, min(rows, max_rows or rows) + 1):
         for vb in range(1, vecs + 1):
             if not fits(rb, vb):
                 continue
@@ -177,7 +191,12 @@ def make_ukernel(cfg32, cfg64, pf_dist=0):
             pb_p = builder.gep(data(3, pb_v), [pb_off], inbounds=True)
             cb_p = builder.gep(data(6, cb_v), [cb_off], inbounds=True)
             isacc = builder.icmp_unsigned('!=', accf, c64(0))
-            for rows, vecs in register_blocks(MR, NV):
+            # B read in place (pf_dist): one block, spilled or not. Its pass over B's rows is
+            # bound by memory when B comes from there (8 x 4096 @ 4096 x 4096 float32, AVX2:
+            # 0.86-0.89 of NumPy's time as one block, 0.58-0.67 as blocks, with or without
+            # walking K in chunks that the blocks re-read from L1)
+            blocks = [(tuple(range(MR)), tuple(range(NV)))] if pf_dist else register_blocks(MR, NV)
+            for rows, vecs in blocks:
                 pre = builder.block
                 loop = builder.append_basic_block("uk_loop")
                 after = builder.append_basic_block("uk_after")
