@@ -52,8 +52,8 @@ COMPUTE = [
 def main():
     t0 = time.perf_counter()
     print("loading the static kernels this demo uses (the first run on a machine compiles "
-          "them once, in about 30 seconds on 2 cores; later runs load them from the cache) ...",
-          flush=True)
+          "them once, in 20 to 75 seconds on 2 cores by the machine; later runs load them "
+          "from the cache) ...", flush=True)
     # every op the demo runs is float32 (its copies run on the unary float32 driver); it
     # fuses nothing, so conv2d and matmul run no epilogue program (no step interpreter)
     pairs = [(f, "float32") for f in ("conv", "matmul", "unary", "binary", "pool")]

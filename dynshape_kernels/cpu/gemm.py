@@ -6,7 +6,8 @@ Layers (BLIS style, all our own Numba code -- nothing is delegated to BLAS):
 
 * micro-kernels (``gemm_ukernel.py``): ``@intrinsic``s emitting explicit
   ``<W x float>`` LLVM IR (``llvm.fma``, broadcasts, vector loads/stores),
-  MR x NR accumulators kept in zmm registers, one kernel per *slot*;
+  MR x NR accumulators kept in vector registers (in register blocks where the target's
+  registers are too few for the tile: AVX2), one kernel per *slot*;
 * packing: an MC x KC block of A into MR-row micro-panels (``(k, r)`` at
   ``k*MR + r``) and a KC x NC block of B into NR-column micro-panels
   (``(k, j)`` at ``k*NR + j``) in per-thread buffers.  Full panels take a

@@ -8,7 +8,8 @@ panels for a micro-tile that is used once or twice. This kernel instead
 * broadcasts ``A[r, k]`` straight from A's rows (any column stride); the rows of an M-tail
   micro-tile past the last valid row repeat that row, so nothing is read out of A's bounds,
   and their results are dropped;
-* loads B's rows in place (unit column stride, any row stride) with AVX-512 masked loads:
+* loads B's rows in place (unit column stride, any row stride) with masked loads (AVX-512's,
+  or AVX2's ``vmaskmov``):
   columns past ``ncols`` are neither read nor faulted on, they load as zero, so the N tail
   needs no padded copy;
 * stores with the same masks, row by row up to the valid rows, so a plain product can go

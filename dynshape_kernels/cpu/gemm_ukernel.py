@@ -2,7 +2,9 @@
 
 Each micro-kernel is a Numba ``@intrinsic`` that emits LLVM IR directly:
 ``MR x NV`` accumulators of type ``<W x float>`` (or ``<W x double>``) live
-as SSA phi values across the k loop, so LLVM keeps them in (zmm) registers;
+as SSA phi values across the k loop, so LLVM keeps them in registers (zmm; on a
+target without AVX-512 a tile too large for its 16 ymm registers is computed in register
+blocks, ``register_blocks``);
 A elements are broadcast (folded to ``{1toW}`` memory operands by the
 backend) and multiplied into ``NV`` vector loads of B with ``llvm.fma``.
 
