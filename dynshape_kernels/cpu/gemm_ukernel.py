@@ -64,10 +64,10 @@ def register_blocks(rows, vecs, spare=0, a_vectors=False, max_rows=None, reg_byt
     """How a micro-kernel's ``rows`` x ``vecs`` accumulators (64-byte vectors) are computed:
     a list of register blocks ``(row indices, vector indices)``, each with its own k loop,
     whose registers fit the target's (``block_registers``; ``spare`` lane masks per
-    vector). With AVX-512 every kernel of the
-    catalog is one block (the whole tile, as written). With AVX2 a 6 x 4 tile's 48 register
-    halves would spill at every k step; it runs as four 6 x 1 blocks (12 registers each,
-    the classic 6 x 16 AVX2 kernel), each re-reading A's panel from L1. Blocks are chosen
+    vector). With AVX-512 every kernel of the catalog is one block (the whole tile, as
+    written). With AVX2 a 6 x 4 tile's 48 register halves of accumulators would spill at
+    every k step; it runs as four 6 x 1 blocks (12 registers each, the classic 6 x 16 AVX2
+    kernel), each re-reading A's panel from L1. Blocks are chosen
     to minimise the cycles of a k step at two FMAs and two loads a cycle (an A broadcast is
     a load), the taller block on ties (fewer reads of B); column blocks outermost, so a B
     column block read in place is reused from L1 by the row blocks under it.
