@@ -909,8 +909,9 @@ def _build(ft):
         # own fallback is exact only for a first factor in [0.5, 2))
         if HAS_SCALEF:
             w = _ldexp2(xa * m, _select(big, ZERO, kf))
-        else:
-            w = ((xa * m) * _pow2_shifted(y, 64)) * TWO_M64
+        else:   # the lanes selected away scale by 2^0 too: theirs would underflow (a flag,
+            # and on Intel a microcode assist), x clamped at ERFC_XMAX_X giving k near -73
+            w = ((xa * m) * _pow2_shifted(_select(big, SHIFTER, y), 64)) * TWO_M64
         w = _select(big, ZERO, w)
         res = _select(x >= ZERO, x - w, -w)            # keeps -0.0; nan stays nan
         return _select(x == NEG_INF, NAN, res)        # -inf * 0 = nan
